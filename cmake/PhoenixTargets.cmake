@@ -1,0 +1,33 @@
+# Interface targets every phoenix target links: one for options (sanitizers), one for warnings.
+add_library(phoenix_options INTERFACE)
+add_library(phoenix_warnings INTERFACE)
+
+target_compile_options(phoenix_warnings INTERFACE -Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wpedantic)
+if(PHOENIX_WERROR)
+  target_compile_options(phoenix_warnings INTERFACE -Werror)
+endif()
+
+if(PHOENIX_SANITIZER STREQUAL "address")
+  target_compile_options(phoenix_options INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                                   -fno-sanitize-recover=undefined)
+  target_link_options(phoenix_options INTERFACE -fsanitize=address,undefined)
+elseif(PHOENIX_SANITIZER STREQUAL "thread")
+  target_compile_options(phoenix_options INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
+  target_link_options(phoenix_options INTERFACE -fsanitize=thread)
+elseif(PHOENIX_BUILD_FUZZ)
+  # Coverage for libFuzzer in the libraries too, not only in the harness.
+  target_compile_options(phoenix_options INTERFACE -fsanitize=fuzzer-no-link,address,undefined)
+  target_link_options(phoenix_options INTERFACE -fsanitize=address,undefined)
+elseif(NOT PHOENIX_SANITIZER STREQUAL "none")
+  message(FATAL_ERROR "PHOENIX_SANITIZER must be none, address or thread, not '${PHOENIX_SANITIZER}'")
+endif()
+
+# phoenix_module(NAME SOURCES...) — one library per folder, aliased phoenix::NAME.
+function(phoenix_internal_library name)
+  add_library(phoenix_${name} STATIC ${ARGN})
+  add_library(phoenix::${name} ALIAS phoenix_${name})
+  target_include_directories(phoenix_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
+  target_link_libraries(phoenix_${name} PUBLIC $<BUILD_INTERFACE:phoenix_options>
+                                        PRIVATE $<BUILD_INTERFACE:phoenix_warnings>)
+  set_target_properties(phoenix_${name} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+endfunction()

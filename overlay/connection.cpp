@@ -1,0 +1,301 @@
+#include "overlay/connection.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "overlay/log.hpp"
+
+namespace phoenix::overlay {
+
+namespace {
+constexpr std::size_t max_frames_per_write = 64;
+constexpr std::uint64_t max_bytes_per_write = 4u << 20;
+}  // namespace
+
+connection::connection(connection_owner& owner, const connection_params& params, bool outbound, std::string remote)
+    : owner_(owner),
+      params_(params),
+      outbound_(outbound),
+      remote_(std::move(remote)),
+      hs_(params.cluster_key, params.space_size, params.self, params.name),
+      decoder_(max_handshake_payload) {}
+
+void connection::start() {
+  ack_timer_ = std::make_unique<asio::steady_timer>(executor());
+  handshake_timer_ = std::make_unique<asio::steady_timer>(executor());
+  handshake_timer_->expires_after(params_.handshake_timeout);
+  handshake_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
+    if (!ec && self->state_ == state::handshake) self->fail("handshake timed out");
+  });
+  send_control(make_control_frame(frame_type::hello, hs_.hello_payload()));
+  read_more();
+}
+
+void connection::stop() {
+  if (state_ == state::closed) return;
+  state_ = state::closed;
+  session_ = nullptr;
+  if (ack_timer_) ack_timer_->cancel();
+  if (handshake_timer_) handshake_timer_->cancel();
+  stream_close();
+}
+
+std::uint64_t connection::bytes_queued() const {
+  std::uint64_t n = 0;
+  for (const auto& f : control_) n += f.size();
+  return n + (session_ ? session_->bytes_held() : 0);
+}
+
+// --- reading ------------------------------------------------------------------------------------------------
+
+void connection::read_more() {
+  stream_read(decoder_.prepare(), [self = shared_from_this()](std::error_code ec, std::size_t n) {
+    self->on_read(ec, n);
+  });
+}
+
+void connection::on_read(std::error_code ec, std::size_t n) {
+  if (state_ == state::closed || state_ == state::closing) return;
+  if (ec) {
+    fail(ec == asio::error::eof ? "closed by peer" : ec.message());
+    return;
+  }
+  decoder_.commit(n);
+  frame_view f;
+  for (;;) {
+    const auto st = decoder_.next(f);
+    if (st == frame_decoder::status::need_more) break;
+    if (st == frame_decoder::status::error) {
+      fail(std::string("protocol error: ") + to_string(decoder_.error()));
+      return;
+    }
+    if (!dispatch(f) || state_ == state::closed || state_ == state::closing) return;
+  }
+  read_more();
+}
+
+bool connection::dispatch(frame_view& f) {
+  if (state_ == state::handshake) return on_handshake_frame(f);
+  switch (f.header.type) {
+    case frame_type::data:
+      return on_data_frame(f);
+    case frame_type::ack: {
+      const auto ack = decode_ack_payload(f.payload);
+      if (!ack) {
+        fail("protocol error: malformed ack frame");
+        return false;
+      }
+      return handle_ack(*ack);
+    }
+    case frame_type::route_update:
+    case frame_type::route_request:
+    case frame_type::goodbye:
+      owner_.on_control(*this, f.header.type, f.payload);
+      return state_ != state::closed;
+    case frame_type::refuse:
+    case frame_type::hello:
+    case frame_type::auth:
+      break;
+  }
+  fail(std::string("protocol error: unexpected ") + to_string(f.header.type) + " frame on an open link");
+  return false;
+}
+
+bool connection::on_handshake_frame(frame_view& f) {
+  switch (f.header.type) {
+    case frame_type::hello: {
+      if (hs_.has_peer_hello()) break;
+      if (auto r = hs_.on_hello(f.payload)) {
+        refuse(*r);
+        return false;
+      }
+      peer_ = hs_.peer().resource_name;
+      peer_name_ = hs_.peer().name;
+      send_control(make_control_frame(frame_type::auth, hs_.auth_payload(owner_.resume_ack_for(peer_))));
+      return true;
+    }
+    case frame_type::auth: {
+      if (!hs_.has_peer_hello()) break;
+      if (auto r = hs_.on_auth(f.payload)) {
+        refuse(*r);
+        return false;
+      }
+      state_ = state::up;
+      handshake_timer_->cancel();
+      decoder_.set_max_payload(params_.max_payload);
+      owner_.on_connection_up(shared_from_this());
+      return state_ != state::closed;
+    }
+    case frame_type::refuse: {
+      const auto r = handshake::decode_refuse(f.payload);
+      refused_ = true;
+      fail(r ? std::string("refused by peer: ") + r->text : std::string("refused by peer (unreadable reason)"));
+      return false;
+    }
+    default:
+      break;
+  }
+  fail(std::string("protocol error: ") + to_string(f.header.type) + " frame during the handshake");
+  return false;
+}
+
+bool connection::on_data_frame(frame_view& f) {
+  data_head head;
+  if (decode_data_head(f.payload, head) != frame_error::none || !session_) {
+    fail(session_ ? "protocol error: malformed data frame" : "data frame before the link was attached");
+    return false;
+  }
+  switch (session_->on_receive(head.seq)) {
+    case link_session::receipt::duplicate:
+      return handle_ack(head.ack);
+    case link_session::receipt::gap:
+      fail("protocol error: link sequence gap (expected " + std::to_string(session_->received() + 1) + ", got " +
+           std::to_string(head.seq) + ")");
+      return false;
+    case link_session::receipt::accept:
+      break;
+  }
+  phoenix::Bytes body = f.body ? std::move(*f.body) : phoenix::Bytes(f.payload.begin() + data_head_bytes, f.payload.end());
+  note_received(frame_header_bytes + f.header.length);
+  if (!handle_ack(head.ack)) return false;
+  owner_.on_data(*this, head, std::move(body));
+  return state_ != state::closed;
+}
+
+bool connection::handle_ack(std::uint64_t ack) {
+  if (!session_) return state_ != state::closed;
+  const auto freed = session_->on_ack(ack);
+  if (!freed) {
+    fail("protocol error: ack " + std::to_string(ack) + " for a packet never sent");
+    return false;
+  }
+  if (*freed) {
+    owner_.on_freed(*this, *freed);
+    kick();  // the window moved
+  }
+  return state_ != state::closed;
+}
+
+// Cumulative acks ride on reverse data frames; without reverse traffic an ack frame goes out after
+// ack_every_bytes or ack_delay, whichever comes first, so the sender's window keeps moving.
+void connection::note_received(std::size_t bytes) {
+  session_->count_received_bytes(bytes);
+  if (session_->bytes_since_ack() >= params_.ack_every_bytes) {
+    kick();
+    return;
+  }
+  if (ack_timer_armed_) return;
+  ack_timer_armed_ = true;
+  ack_timer_->expires_after(params_.ack_delay);
+  ack_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
+    self->ack_timer_armed_ = false;
+    if (!ec && self->state_ == state::up) self->kick();
+  });
+}
+
+// --- writing ------------------------------------------------------------------------------------------------
+
+void connection::send_control(std::vector<std::byte> frame) {
+  if (state_ == state::closed) return;
+  control_.push_back(std::move(frame));
+  write_more();
+}
+
+void connection::kick() {
+  if (state_ == state::up) write_more();
+}
+
+void connection::write_more() {
+  if (writing_ || state_ == state::closed) return;
+  iov_.clear();
+  heads_.clear();
+  std::uint64_t bytes = 0;
+  control_in_write_ = 0;
+  for (const auto& f : control_) {
+    if (iov_.size() >= max_frames_per_write) break;
+    iov_.push_back(asio::buffer(f));
+    bytes += f.size();
+    ++control_in_write_;
+  }
+  last_seq_in_write_ = 0;
+  if (state_ == state::up && session_) {
+    heads_.reserve(max_frames_per_write);
+    while (heads_.size() < max_frames_per_write && bytes < max_bytes_per_write) {
+      const sequenced_packet* sp = session_->next_to_send();
+      if (!sp) break;
+      auto& h = heads_.emplace_back();
+      const std::size_t length = data_head_bytes + sp->pkt.body.size();
+      encode_frame_header(h.data(), frame_type::data, static_cast<std::uint32_t>(length));
+      encode_data_head(h.data() + frame_header_bytes,
+                       data_head{sp->seq, session_->received(), sp->pkt.dest, sp->pkt.source, sp->pkt.tag,
+                                 sp->pkt.hops_left});
+      iov_.push_back(asio::buffer(h));
+      if (!sp->pkt.body.empty()) iov_.push_back(asio::buffer(sp->pkt.body.data(), sp->pkt.body.size()));
+      bytes += frame_header_bytes + length;
+      last_seq_in_write_ = sp->seq;
+    }
+    // Nothing to carry an ack: send one on its own when owed.
+    if (heads_.empty() && session_->ack_owed() && !ack_timer_armed_) {
+      control_.push_back(make_ack_frame(frame_type::ack, session_->received()));
+      iov_.push_back(asio::buffer(control_.back()));
+      ++control_in_write_;
+    }
+    if (!heads_.empty() || session_->ack_owed()) {
+      session_->note_ack_sent(session_->received());
+      session_->reset_ack_counter();
+    }
+  }
+  if (iov_.empty()) return;
+  writing_ = true;
+  stream_write(iov_, [self = shared_from_this()](std::error_code ec, std::size_t n) { self->on_written(ec, n); });
+}
+
+void connection::on_written(std::error_code ec, std::size_t) {
+  writing_ = false;
+  if (state_ == state::closed) return;
+  if (ec) {
+    if (state_ == state::closing) stop();
+    else fail(ec.message());
+    return;
+  }
+  control_.erase(control_.begin(), control_.begin() + static_cast<std::ptrdiff_t>(control_in_write_));
+  control_in_write_ = 0;
+  if (state_ == state::closing) {
+    if (control_.empty()) stop();
+    else write_more();
+    return;
+  }
+  if (last_seq_in_write_ && session_) {
+    // An ack may have come before the write completed; what it covered can be freed only now.
+    if (const std::uint64_t freed = session_->mark_written(last_seq_in_write_)) owner_.on_freed(*this, freed);
+  }
+  write_more();
+}
+
+// --- closing ------------------------------------------------------------------------------------------------
+
+// Say why before closing, so that the other side logs a clear error too: the REFUSE frame is flushed (after
+// any write already in flight), then the stream closes. A peer that never reads cannot hold us: the handshake
+// timer closes the stream regardless.
+void connection::refuse(const refusal& r) {
+  refused_ = true;
+  control_.erase(control_.begin() + static_cast<std::ptrdiff_t>(control_in_write_), control_.end());
+  control_.push_back(make_control_frame(frame_type::refuse, handshake::refuse_payload(r)));
+  state_ = state::closing;
+  session_ = nullptr;
+  if (ack_timer_) ack_timer_->cancel();
+  handshake_timer_->expires_after(std::chrono::seconds(2));
+  handshake_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
+    if (!ec) self->stop();
+  });
+  owner_.on_connection_down(shared_from_this(), std::string("refusing it (") + to_string(r.reason) + "): " + r.text);
+  write_more();
+}
+
+void connection::fail(const std::string& reason) {
+  if (state_ == state::closed || state_ == state::closing) return;
+  auto self = shared_from_this();
+  stop();
+  owner_.on_connection_down(self, reason);
+}
+
+}  // namespace phoenix::overlay

@@ -1,0 +1,165 @@
+// connection.hpp — one byte-stream connection to a neighbour: handshake, framing, one write in flight.
+//
+// A connection owns its stream (a TCP socket, or a local socket pair for in-process links with the same
+// framing), lives by shared_from_this, and runs entirely on its node's I/O context (whichever thread holds the
+// node's progress token): no locks. It
+//   1. exchanges HELLO and AUTH (handshake.hpp) and refuses a peer with another version, L or key, sending a
+//      REFUSE frame so that both ends log the reason;
+//   2. then reads frames, checks link sequence numbers against the neighbour's link_session and hands data,
+//      acks and routing frames to its owner (the overlay);
+//   3. writes control frames first, then data packets pulled from the session, gathering many frames into one
+//      write, with exactly one write in flight; every data frame carries the current cumulative ack.
+//
+// A malformed frame, a sequence gap or an ack for something never sent closes the connection; the owner logs
+// it and redials if it dialled. stop() is idempotent and after it the owner hears nothing more.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "overlay/frame.hpp"
+#include "overlay/handshake.hpp"
+#include "overlay/link_session.hpp"
+#include "overlay/packet.hpp"
+
+namespace phoenix::overlay {
+
+class connection;
+
+// What a connection reports to the overlay that owns it. Called on the I/O context only.
+class connection_owner {
+ public:
+  virtual ~connection_owner() = default;
+  // The peer's HELLO arrived: the highest sequence number we received in order from that peer (0 if none).
+  virtual std::uint64_t resume_ack_for(node_id peer) = 0;
+  virtual void on_connection_up(const std::shared_ptr<connection>& c) = 0;
+  virtual void on_connection_down(const std::shared_ptr<connection>& c, const std::string& reason) = 0;
+  virtual void on_data(connection& c, const data_head& head, phoenix::Bytes body) = 0;
+  // Acknowledged packets left the session: `bytes` of memory are free again (for the node's bound).
+  virtual void on_freed(connection& c, std::uint64_t bytes) = 0;
+  virtual void on_control(connection& c, frame_type type, std::span<const std::byte> payload) = 0;
+};
+
+struct connection_params {
+  std::vector<std::byte> cluster_key;
+  std::uint64_t space_size = 0;
+  node_id self = 0;
+  std::string name;
+  std::uint32_t max_payload = 0;         // after authentication
+  std::uint64_t ack_every_bytes = 1 << 20;  // send an ack frame after this many unacknowledged bytes
+  std::chrono::microseconds ack_delay{500};  // otherwise at most this late
+  std::chrono::milliseconds handshake_timeout{10000};
+};
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  enum class state { handshake, up, closing, closed };  // closing: flushing a REFUSE frame
+
+  connection(connection_owner& owner, const connection_params& params, bool outbound, std::string remote);
+  virtual ~connection() = default;
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  void start();  // send HELLO and start reading
+  void stop();   // close the stream and cancel timers; the owner is not called any more
+
+  // Data: the session to pull packets from and to check incoming sequence numbers against. Set by the owner
+  // once the link is up (and cleared when it gives the session to another connection).
+  void attach(link_session* session) { session_ = session; }
+  link_session* session() const { return session_; }
+  void send_control(std::vector<std::byte> frame);  // a whole frame (header + payload)
+  void kick();                                       // the session has something new to send
+
+  state current_state() const { return state_; }
+  bool is_up() const { return state_ == state::up; }
+  bool is_outbound() const { return outbound_; }
+  const std::string& remote() const { return remote_; }
+  node_id peer() const { return peer_; }
+  const std::string& peer_name() const { return peer_name_; }
+  std::uint64_t peer_resume_ack() const { return hs_.peer_resume_ack(); }
+  std::uint64_t bytes_queued() const;
+  bool was_refused() const { return refused_; }  // the handshake failed: a key, L or version mismatch
+
+ protected:
+  using read_handler = std::function<void(std::error_code, std::size_t)>;
+  // The stream, provided by the concrete connection type.
+  virtual void stream_read(std::span<std::byte> into, read_handler h) = 0;
+  virtual void stream_write(std::vector<asio::const_buffer> buffers, read_handler h) = 0;
+  virtual void stream_close() = 0;
+  virtual asio::any_io_executor executor() = 0;
+
+ private:
+  void read_more();
+  void on_read(std::error_code ec, std::size_t n);
+  bool dispatch(frame_view& f);
+  bool on_handshake_frame(frame_view& f);
+  bool on_data_frame(frame_view& f);
+  void write_more();
+  void on_written(std::error_code ec, std::size_t n);
+  void note_received(std::size_t bytes);
+  bool handle_ack(std::uint64_t ack);
+  void fail(const std::string& reason);
+  void refuse(const refusal& r);
+
+  connection_owner& owner_;
+  connection_params params_;
+  const bool outbound_;
+  const std::string remote_;
+  state state_ = state::handshake;
+  bool refused_ = false;
+  handshake hs_;
+  node_id peer_ = 0;
+  std::string peer_name_;
+  frame_decoder decoder_;
+  link_session* session_ = nullptr;
+
+  // Writing: control frames go first; one write in flight.
+  std::deque<std::vector<std::byte>> control_;
+  bool writing_ = false;
+  std::size_t control_in_write_ = 0;
+  std::uint64_t last_seq_in_write_ = 0;
+  std::vector<std::array<std::byte, frame_header_bytes + data_head_bytes>> heads_;
+  std::vector<asio::const_buffer> iov_;
+  std::unique_ptr<asio::steady_timer> ack_timer_;
+  bool ack_timer_armed_ = false;
+  std::unique_ptr<asio::steady_timer> handshake_timer_;
+};
+
+// A connection over any Asio stream socket (tcp::socket, local::stream_protocol::socket).
+template <class Socket>
+class socket_connection final : public connection {
+ public:
+  socket_connection(connection_owner& owner, const connection_params& params, bool outbound, std::string remote,
+                    Socket socket)
+      : connection(owner, params, outbound, std::move(remote)), socket_(std::move(socket)) {}
+
+ protected:
+  void stream_read(std::span<std::byte> into, read_handler h) override {
+    socket_.async_read_some(asio::buffer(into.data(), into.size()), std::move(h));
+  }
+  void stream_write(std::vector<asio::const_buffer> buffers, read_handler h) override {
+    asio::async_write(socket_, std::move(buffers), std::move(h));
+  }
+  void stream_close() override {
+    std::error_code ignored;
+    socket_.shutdown(Socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+  asio::any_io_executor executor() override { return socket_.get_executor(); }
+
+ private:
+  Socket socket_;
+};
+
+using tcp_connection = socket_connection<asio::ip::tcp::socket>;
+using local_connection = socket_connection<asio::local::stream_protocol::socket>;
+
+}  // namespace phoenix::overlay

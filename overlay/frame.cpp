@@ -1,0 +1,194 @@
+#include "overlay/frame.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace phoenix::overlay {
+
+bool is_known_frame_type(std::uint8_t t) {
+  switch (static_cast<frame_type>(t)) {
+    case frame_type::hello:
+    case frame_type::auth:
+    case frame_type::refuse:
+    case frame_type::data:
+    case frame_type::ack:
+    case frame_type::route_update:
+    case frame_type::route_request:
+    case frame_type::goodbye:
+      return true;
+  }
+  return false;
+}
+
+const char* to_string(frame_type t) {
+  switch (t) {
+    case frame_type::hello: return "hello";
+    case frame_type::auth: return "auth";
+    case frame_type::refuse: return "refuse";
+    case frame_type::data: return "data";
+    case frame_type::ack: return "ack";
+    case frame_type::route_update: return "route_update";
+    case frame_type::route_request: return "route_request";
+    case frame_type::goodbye: return "goodbye";
+  }
+  return "unknown";
+}
+
+const char* to_string(frame_error e) {
+  switch (e) {
+    case frame_error::none: return "no error";
+    case frame_error::bad_magic: return "bad frame magic (not a phoenix peer?)";
+    case frame_error::bad_version: return "unsupported frame version";
+    case frame_error::unknown_type: return "unknown frame type";
+    case frame_error::too_large: return "frame larger than the maximum";
+    case frame_error::bad_payload: return "malformed frame payload";
+  }
+  return "unknown error";
+}
+
+void encode_frame_header(std::byte* out, frame_type type, std::uint32_t length) {
+  store_le<std::uint16_t>(out, frame_magic);
+  out[2] = static_cast<std::byte>(frame_version);
+  out[3] = static_cast<std::byte>(type);
+  store_le<std::uint32_t>(out + 4, length);
+}
+
+frame_error decode_frame_header(std::span<const std::byte, frame_header_bytes> in, std::uint32_t max_payload,
+                                frame_header& out) {
+  if (load_le<std::uint16_t>(in.data()) != frame_magic) return frame_error::bad_magic;
+  if (static_cast<std::uint8_t>(in[2]) != frame_version) return frame_error::bad_version;
+  const auto type = static_cast<std::uint8_t>(in[3]);
+  if (!is_known_frame_type(type)) return frame_error::unknown_type;
+  const auto length = load_le<std::uint32_t>(in.data() + 4);
+  if (length > max_payload || length > hard_max_payload) return frame_error::too_large;
+  out.type = static_cast<frame_type>(type);
+  out.length = length;
+  return frame_error::none;
+}
+
+void encode_data_head(std::byte* out, const data_head& h) {
+  store_le<std::uint64_t>(out, h.seq);
+  store_le<std::uint64_t>(out + 8, h.ack);
+  store_le<std::uint64_t>(out + 16, h.dest);
+  store_le<std::uint64_t>(out + 24, h.source);
+  store_le<std::uint32_t>(out + 32, static_cast<std::uint32_t>(h.tag));
+  out[36] = static_cast<std::byte>(h.hops_left);
+  out[37] = std::byte{0};  // flags, none defined yet
+  store_le<std::uint16_t>(out + 38, 0);
+}
+
+frame_error decode_data_head(std::span<const std::byte> payload, data_head& out) {
+  if (payload.size() < data_head_bytes) return frame_error::bad_payload;
+  const std::byte* p = payload.data();
+  if (p[37] != std::byte{0} || load_le<std::uint16_t>(p + 38) != 0) return frame_error::bad_payload;
+  out.seq = load_le<std::uint64_t>(p);
+  out.ack = load_le<std::uint64_t>(p + 8);
+  out.dest = load_le<std::uint64_t>(p + 16);
+  out.source = load_le<std::uint64_t>(p + 24);
+  out.tag = static_cast<std::int32_t>(load_le<std::uint32_t>(p + 32));
+  out.hops_left = static_cast<std::uint8_t>(p[36]);
+  return frame_error::none;
+}
+
+std::vector<std::byte> make_control_frame(frame_type type, std::span<const std::byte> payload) {
+  std::vector<std::byte> f(frame_header_bytes + payload.size());
+  encode_frame_header(f.data(), type, static_cast<std::uint32_t>(payload.size()));
+  std::copy(payload.begin(), payload.end(), f.begin() + frame_header_bytes);
+  return f;
+}
+
+std::vector<std::byte> make_ack_frame(frame_type type, std::uint64_t ack) {
+  std::vector<std::byte> f(frame_header_bytes + 8);
+  encode_frame_header(f.data(), type, 8);
+  store_le<std::uint64_t>(f.data() + frame_header_bytes, ack);
+  return f;
+}
+
+std::optional<std::uint64_t> decode_ack_payload(std::span<const std::byte> payload) {
+  if (payload.size() != 8) return std::nullopt;
+  return load_le<std::uint64_t>(payload.data());
+}
+
+// --- frame_decoder ------------------------------------------------------------------------------------------
+
+frame_decoder::frame_decoder(std::uint32_t max_payload, std::size_t buffer_bytes)
+    : max_payload_(max_payload), buf_(std::max<std::size_t>(buffer_bytes, 2 * data_head_bytes + 64)) {}
+
+std::span<std::byte> frame_decoder::prepare() {
+  if (in_large_) return std::span(large_).subspan(large_filled_);
+  if (end_ == buf_.size()) compact();
+  return std::span(buf_).subspan(end_);
+}
+
+void frame_decoder::commit(std::size_t n) {
+  if (in_large_) {
+    large_filled_ += n;
+  } else {
+    end_ += n;
+  }
+}
+
+void frame_decoder::compact() {
+  if (begin_ == 0) return;
+  std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+}
+
+frame_decoder::status frame_decoder::start_large(const frame_header& h) {
+  // A data frame keeps its head apart so that the body buffer is exactly what the application receives.
+  const bool is_data = h.type == frame_type::data;
+  const std::size_t head = is_data ? data_head_bytes : 0;
+  if (is_data && h.length < data_head_bytes) {
+    error_ = frame_error::bad_payload;
+    return status::error;
+  }
+  const std::size_t avail = end_ - begin_ - frame_header_bytes;
+  if (avail < head) return status::need_more;
+  in_large_ = true;
+  large_header_ = h;
+  large_head_len_ = head;
+  std::memcpy(large_head_.data(), buf_.data() + begin_ + frame_header_bytes, head);
+  large_.resize(h.length - head);  // default-initialised: no zero fill
+  large_filled_ = avail - head;    // everything buffered belongs to this frame: avail < length
+  std::memcpy(large_.data(), buf_.data() + begin_ + frame_header_bytes + head, large_filled_);
+  begin_ = end_ = 0;
+  return status::need_more;
+}
+
+frame_decoder::status frame_decoder::next(frame_view& out) {
+  if (error_ != frame_error::none) return status::error;
+  if (in_large_) {
+    if (large_filled_ < large_.size()) return status::need_more;
+    in_large_ = false;
+    out.header = large_header_;
+    out.payload = std::span(large_head_).first(large_head_len_);
+    out.body = std::move(large_);
+    large_ = phoenix::Bytes();
+    if (large_head_len_ == 0) out.payload = *out.body;  // a large control frame: the buffer is the payload
+    return status::frame;
+  }
+  const std::size_t avail = end_ - begin_;
+  if (avail < frame_header_bytes) {
+    if (begin_ > 0 && end_ == buf_.size()) compact();
+    return status::need_more;
+  }
+  frame_header h;
+  error_ = decode_frame_header(std::span<const std::byte, frame_header_bytes>(buf_.data() + begin_, frame_header_bytes),
+                               max_payload_, h);
+  if (error_ != frame_error::none) return status::error;
+  const std::size_t total = frame_header_bytes + h.length;
+  if (avail >= total) {
+    out.header = h;
+    out.payload = std::span<const std::byte>(buf_.data() + begin_ + frame_header_bytes, h.length);
+    out.body.reset();
+    begin_ += total;
+    if (begin_ == end_) begin_ = end_ = 0;
+    return status::frame;
+  }
+  if (total > buf_.size() / 2) return start_large(h);
+  if (begin_ + total > buf_.size()) compact();
+  return status::need_more;
+}
+
+}  // namespace phoenix::overlay

@@ -1,0 +1,135 @@
+// frame.hpp — the link wire format: versioned, length-prefixed frames with a hard maximum size.
+//
+// Every frame starts with an 8-byte header, all integers little-endian:
+//
+//   offset 0  u16  magic 0x5850 ("PX" on the wire)
+//   offset 2  u8   protocol version (frame_version)
+//   offset 3  u8   frame type
+//   offset 4  u32  payload length in bytes (not counting the header)
+//
+// A data frame's payload starts with a fixed 40-byte head (data_head) followed by the message body. Control
+// frames (handshake, ack, routing, goodbye) carry small payloads defined next to their users.
+//
+// Until a link is authenticated its frames may not exceed max_handshake_payload; after that the node's
+// configured maximum applies. A frame over the limit, with a wrong magic, another version or an unknown type
+// is a protocol error: the link is closed (the caller logs it) and the node goes on serving its other links.
+//
+// frame_decoder reassembles frames from a byte stream without I/O of its own: the connection reads into the
+// span prepare() gives and commit()s what arrived. Large data bodies are read straight into their own buffer,
+// so a 16 MiB message is copied once, from the kernel to the buffer the application receives.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <phoenix/bytes.hpp>
+
+namespace phoenix::overlay {
+
+inline constexpr std::uint16_t frame_magic = 0x5850;
+inline constexpr std::uint8_t frame_version = 1;
+inline constexpr std::size_t frame_header_bytes = 8;
+inline constexpr std::uint32_t max_handshake_payload = 4096;
+// No configuration can raise a frame beyond this: it bounds what a peer can make us allocate.
+inline constexpr std::uint32_t hard_max_payload = 1u << 30;
+
+enum class frame_type : std::uint8_t {
+  hello = 1,
+  auth = 2,
+  refuse = 3,
+  data = 16,
+  ack = 17,
+  route_update = 18,
+  route_request = 19,
+  goodbye = 20,
+};
+bool is_known_frame_type(std::uint8_t t);
+const char* to_string(frame_type t);
+
+struct frame_header {
+  frame_type type = frame_type::data;
+  std::uint32_t length = 0;
+};
+
+enum class frame_error { none, bad_magic, bad_version, unknown_type, too_large, bad_payload };
+const char* to_string(frame_error e);
+
+// Little-endian stores and loads into fixed positions, for the hot path's fixed-size heads.
+template <typename T>
+constexpr void store_le(std::byte* out, T v) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<std::byte>(v >> (8 * i));
+}
+template <typename T>
+constexpr T load_le(const std::byte* in) {
+  T v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(in[i]) << (8 * i));
+  return v;
+}
+
+void encode_frame_header(std::byte* out, frame_type type, std::uint32_t length);
+frame_error decode_frame_header(std::span<const std::byte, frame_header_bytes> in, std::uint32_t max_payload,
+                                frame_header& out);
+
+// The fixed head of a data frame's payload.
+inline constexpr std::size_t data_head_bytes = 40;
+struct data_head {
+  std::uint64_t seq = 0;    // link sequence number (link_session)
+  std::uint64_t ack = 0;    // piggybacked cumulative ack for the reverse direction
+  std::uint64_t dest = 0;   // virtual node or resource name
+  std::uint64_t source = 0; // origin's resource name
+  std::int32_t tag = 0;
+  std::uint8_t hops_left = 0;
+};
+void encode_data_head(std::byte* out, const data_head& h);
+frame_error decode_data_head(std::span<const std::byte> payload, data_head& out);
+
+// A whole control frame (header + payload) in one buffer.
+std::vector<std::byte> make_control_frame(frame_type type, std::span<const std::byte> payload);
+std::vector<std::byte> make_ack_frame(frame_type type, std::uint64_t ack);  // ack and goodbye: one u64
+std::optional<std::uint64_t> decode_ack_payload(std::span<const std::byte> payload);
+
+// One complete frame as frame_decoder hands it out. `payload` is valid until the next call on the decoder.
+// For a data frame read in large mode, `payload` holds only the 40-byte head and `body` the rest.
+struct frame_view {
+  frame_header header;
+  std::span<const std::byte> payload;
+  std::optional<phoenix::Bytes> body;
+};
+
+class frame_decoder {
+ public:
+  explicit frame_decoder(std::uint32_t max_payload, std::size_t buffer_bytes = 256 * 1024);
+  void set_max_payload(std::uint32_t max_payload) { max_payload_ = max_payload; }
+
+  std::span<std::byte> prepare();  // where the next read should go (never empty)
+  void commit(std::size_t n);      // n bytes arrived there
+
+  enum class status { frame, need_more, error };
+  status next(frame_view& out);  // on error, error() says why; the stream cannot be resumed
+  frame_error error() const { return error_; }
+  std::size_t buffered() const { return end_ - begin_; }
+
+ private:
+  void compact();
+  status start_large(const frame_header& h);
+
+  std::uint32_t max_payload_;
+  std::vector<std::byte> buf_;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+  frame_error error_ = frame_error::none;
+
+  // Large mode: the payload (or a data frame's body) goes straight into large_.
+  bool in_large_ = false;
+  frame_header large_header_;
+  std::array<std::byte, data_head_bytes> large_head_{};
+  std::size_t large_head_len_ = 0;
+  phoenix::Bytes large_;
+  std::size_t large_filled_ = 0;
+};
+
+}  // namespace phoenix::overlay

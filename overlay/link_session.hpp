@@ -1,0 +1,90 @@
+// link_session.hpp — the reliable part of a link: sequence numbers, cumulative acknowledgements, resending.
+//
+// A session lives as long as both ends' incarnations do (it is keyed by the peer's resource name), while the
+// connections under it may break and be re-established any number of times. Each data packet gets the next
+// 64-bit sequence number (64 bits: no wrap-around within any realistic lifetime). The receiver accepts exactly
+// the next expected number, drops anything older as a duplicate, and treats a gap as a broken connection (on
+// one ordered byte stream a gap can only mean a bug or a mixed-up connection). Acknowledgements are cumulative.
+//
+// On a new connection the handshake carries each side's "resume ack" (the highest number received in order);
+// resume() drops what the peer already has and queues the rest for sending again, in the original order, ahead
+// of anything new. So cutting a connection loses and duplicates nothing.
+//
+// Flow control: at most window_bytes of packets are sent and unacknowledged; the rest waits in `pending`.
+// Pure logic: no I/O, no clock, single-threaded (the node's I/O context).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "overlay/packet.hpp"
+
+namespace phoenix::overlay {
+
+struct sequenced_packet {
+  std::uint64_t seq = 0;
+  packet pkt;
+};
+
+class link_session {
+ public:
+  explicit link_session(std::uint64_t window_bytes, std::uint64_t first_seq = 1);
+
+  // --- sending side ---
+  void enqueue(packet p);  // to be sent after everything already queued
+  // The next packet to write, if the window allows; it moves to the unacknowledged list (kept for resending).
+  const sequenced_packet* next_to_send();
+  // Everything up to and including `ack` arrived at the peer: forget it. Returns the bytes freed, or nullopt
+  // when `ack` acknowledges a number never sent (a broken or hostile peer). Packets are freed only once their
+  // write has completed (mark_written), because a write in progress still reads their bytes.
+  std::optional<std::uint64_t> on_ack(std::uint64_t ack);
+  // The write of everything up to `seq` completed on the current connection. Returns the bytes freed.
+  std::uint64_t mark_written(std::uint64_t seq);
+  // A new connection came up and the peer has everything up to `peer_resume_ack`: resend the rest.
+  void resume(std::uint64_t peer_resume_ack);
+  // Packets never sent (still pending), handed back so the caller can route them another way.
+  std::vector<packet> take_unsent();
+  // Every packet the session holds, sent or not, in order (used when the peer is gone for good).
+  std::vector<packet> take_all();
+
+  // --- receiving side ---
+  enum class receipt { accept, duplicate, gap };
+  receipt on_receive(std::uint64_t seq);
+  std::uint64_t received() const { return received_; }   // highest sequence number received in order
+  bool ack_owed() const { return received_ != acked_to_peer_; }
+  void note_ack_sent(std::uint64_t ack) { acked_to_peer_ = ack; }
+  std::uint64_t bytes_since_ack() const { return bytes_since_ack_; }
+  void count_received_bytes(std::uint64_t n) { bytes_since_ack_ += n; }
+  void reset_ack_counter() { bytes_since_ack_ = 0; }
+
+  // --- state ---
+  std::size_t unacked_count() const { return unacked_.size(); }
+  std::size_t pending_count() const { return pending_.size(); }
+  std::uint64_t bytes_held() const { return bytes_held_; }
+  std::uint64_t in_flight_bytes() const { return in_flight_bytes_; }
+  std::uint64_t next_seq() const { return next_seq_; }
+  bool is_idle() const { return unacked_.empty() && pending_.empty(); }
+
+ private:
+  std::uint64_t window_bytes_;
+  std::uint64_t next_seq_;
+  // Sent and not yet acknowledged, oldest first. unacked_[0, sent_here_) went out on the current connection;
+  // the rest were sent on an earlier one and go out again before anything new.
+  std::deque<sequenced_packet> unacked_;
+  std::size_t sent_here_ = 0;
+  std::deque<packet> pending_;
+  std::uint64_t bytes_held_ = 0;
+  std::uint64_t in_flight_bytes_ = 0;
+  std::uint64_t peer_ack_ = 0;  // highest cumulative ack the peer sent
+  std::uint64_t written_ = 0;   // highest sequence number whose write completed
+
+  std::uint64_t free_acknowledged();
+
+  std::uint64_t received_ = 0;
+  std::uint64_t acked_to_peer_ = 0;
+  std::uint64_t bytes_since_ack_ = 0;
+};
+
+}  // namespace phoenix::overlay

@@ -1,0 +1,547 @@
+#include "overlay/overlay.hpp"
+
+#include <algorithm>
+
+#include "overlay/log.hpp"
+#include "overlay/route_message.hpp"
+
+namespace phoenix::overlay {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::vector<route_interval> to_route_intervals(const interval_set& s) {
+  std::vector<route_interval> out;
+  for (const auto& i : s.intervals()) out.push_back(route_interval{i.lo, i.hi});
+  return out;
+}
+
+route_params make_route_params(const overlay_config& c) {
+  route_params p;
+  p.full_dump_interval = c.full_dump_interval;
+  return p;
+}
+
+}  // namespace
+
+overlay::overlay(asio::io_context& io, overlay_config config, node_id self, deliver_fn deliver)
+    : io_(io),
+      config_(std::move(config)),
+      self_(self),
+      deliver_(std::move(deliver)),
+      table_(self, make_route_params(config_), clock::now()),
+      routing_timer_(io) {
+  conn_params_.cluster_key = config_.cluster_key;
+  conn_params_.space_size = config_.space_size;
+  conn_params_.self = self_;
+  conn_params_.name = config_.name;
+  conn_params_.max_payload =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(config_.max_message_bytes + data_head_bytes, hard_max_payload));
+  conn_params_.ack_every_bytes = std::max<std::uint64_t>(config_.link_window_bytes / 4, 64 * 1024);
+  next_full_dump_ = clock::now() + config_.full_dump_interval;
+  arm_routing_timer();
+}
+
+overlay::~overlay() {
+  shutting_down_ = true;
+  for (auto& d : dialers_) {
+    if (d->timer) d->timer->cancel();
+    if (d->conn) d->conn->stop();
+  }
+  for (const auto& c : handshaking_) c->stop();
+  for (auto& [id, nb] : neighbours_)
+    if (nb->conn) nb->conn->stop();
+  if (acceptor_) acceptor_->close();
+  routing_timer_.cancel();
+}
+
+// --- endpoints ----------------------------------------------------------------------------------------------
+
+std::error_code overlay::listen(const std::string& text, std::string& bound, std::string* error) {
+  const auto a = parse_address(text, error);
+  if (!a) return std::make_error_code(std::errc::invalid_argument);
+  if (a->scheme != address::scheme_t::tcp) {
+    if (error) *error = "a node listens on tcp:// addresses only";
+    return std::make_error_code(std::errc::address_family_not_supported);
+  }
+  std::error_code ec;
+  asio::ip::tcp::resolver resolver(io_);
+  const auto results = resolver.resolve(a->host, std::to_string(a->port), ec);
+  if (ec || results.empty()) {
+    if (error) *error = "cannot resolve " + a->host + ": " + ec.message();
+    return ec ? ec : std::make_error_code(std::errc::host_unreachable);
+  }
+  auto acc = std::make_unique<asio::ip::tcp::acceptor>(io_);
+  const auto ep = results.begin()->endpoint();
+  acc->open(ep.protocol(), ec);
+  if (!ec) acc->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc->bind(ep, ec);
+  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    if (error) *error = "cannot listen on " + text + ": " + ec.message();
+    return ec;
+  }
+  const auto local = acc->local_endpoint(ec);
+  address bound_addr = *a;
+  bound_addr.host = local.address().to_string();
+  bound_addr.port = local.port();
+  bound = bound_addr.to_string();
+  acceptor_ = std::move(acc);
+  accept_next();
+  logger()->info("{}: listening on {}", config_.name, bound);
+  return {};
+}
+
+std::error_code overlay::add_port(const std::string& text, std::string* error) {
+  const auto a = parse_address(text, error);
+  if (!a) return std::make_error_code(std::errc::invalid_argument);
+  if (a->scheme != address::scheme_t::tcp) {
+    if (error) *error = "ssh:// links are not available in this build yet";
+    return std::make_error_code(std::errc::operation_not_supported);
+  }
+  auto d = std::make_unique<dialer>();
+  d->target = *a;
+  d->text = text;
+  d->timer = std::make_unique<asio::steady_timer>(io_);
+  dialers_.push_back(std::move(d));
+  dial(*dialers_.back());
+  return {};
+}
+
+void overlay::accept_next() {
+  if (!acceptor_ || shutting_down_) return;
+  acceptor_->async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
+    if (ec == asio::error::operation_aborted || !acceptor_ || shutting_down_) return;
+    if (!ec) {
+      std::error_code ignored;
+      const auto remote = s.remote_endpoint(ignored);
+      auto c = make_connection(false, remote.address().to_string() + ":" + std::to_string(remote.port()), std::move(s));
+      handshaking_.insert(c);
+      c->start();
+    } else {
+      logger()->warn("{}: accept failed: {}", config_.name, ec.message());
+    }
+    accept_next();
+  });
+}
+
+std::shared_ptr<connection> overlay::make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s) {
+  std::error_code ignored;
+  s.set_option(asio::ip::tcp::no_delay(true), ignored);
+  return std::make_shared<tcp_connection>(*this, conn_params_, outbound, std::move(remote), std::move(s));
+}
+
+void overlay::dial(dialer& d) {
+  if (shutting_down_) return;
+  // A neighbour already reached by another connection needs no second one; look again later.
+  if (d.peer) {
+    const auto it = neighbours_.find(d.peer);
+    if (it != neighbours_.end() && it->second->conn && it->second->conn->is_up()) {
+      schedule_redial(d);
+      return;
+    }
+  }
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
+  resolver->async_resolve(
+      d.target.host, std::to_string(d.target.port),
+      [this, &d, resolver](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+        if (shutting_down_ || ec == asio::error::operation_aborted) return;
+        if (ec) {
+          logger()->log(d.failures++ ? spdlog::level::debug : spdlog::level::info, "{}: cannot resolve {}: {}",
+                        config_.name, d.text, ec.message());
+          schedule_redial(d);
+          return;
+        }
+        auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+        asio::async_connect(*socket, results, [this, &d, socket](std::error_code cec, const asio::ip::tcp::endpoint&) {
+          if (shutting_down_ || cec == asio::error::operation_aborted) return;
+          if (cec) {
+            // Unreachable endpoints are normal (NAT, firewalls, a peer not started yet): retry quietly.
+            logger()->log(d.failures++ ? spdlog::level::debug : spdlog::level::info, "{}: cannot connect to {}: {}",
+                          config_.name, d.text, cec.message());
+            schedule_redial(d);
+            return;
+          }
+          d.conn = make_connection(true, d.text, std::move(*socket));
+          handshaking_.insert(d.conn);
+          d.conn->start();
+        });
+      });
+}
+
+void overlay::schedule_redial(dialer& d, unsigned intervals) {
+  if (shutting_down_) return;
+  d.conn.reset();
+  d.timer->expires_after(config_.retry_interval * intervals);
+  d.timer->async_wait([this, &d](std::error_code ec) {
+    if (!ec) dial(d);
+  });
+}
+
+overlay::dialer* overlay::dialer_of(const connection& c) {
+  for (auto& d : dialers_)
+    if (d->conn.get() == &c) return d.get();
+  return nullptr;
+}
+
+// --- links --------------------------------------------------------------------------------------------------
+
+std::uint64_t overlay::resume_ack_for(node_id peer) {
+  const auto it = neighbours_.find(peer);
+  return it == neighbours_.end() ? 0 : it->second->session.received();
+}
+
+// Two nodes that dial each other end up with two connections. Both ends must keep the same one without
+// talking about it: the one dialled by the smaller resource name; between two dialled by the same node, the
+// newer (the older is a half-dead leftover of a broken link).
+bool overlay::keeps_existing(const connection& existing, const connection& incoming) const {
+  const node_id existing_dialer = existing.is_outbound() ? self_ : existing.peer();
+  const node_id incoming_dialer = incoming.is_outbound() ? self_ : incoming.peer();
+  if (existing_dialer == incoming_dialer) return false;
+  return existing_dialer < incoming_dialer;
+}
+
+void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
+  handshaking_.erase(c);
+  const node_id peer = c->peer();
+  if (auto* d = dialer_of(*c)) {
+    d->peer = peer;
+    d->failures = 0;
+  }
+  auto& slot = neighbours_[peer];
+  if (!slot) slot = std::make_unique<neighbour>(config_.link_window_bytes);
+  neighbour& nb = *slot;
+  nb.name = c->peer_name();
+  if (nb.conn && nb.conn->is_up()) {
+    if (keeps_existing(*nb.conn, *c)) {
+      logger()->debug("{}: second link to {} closed, keeping the first", config_.name, nb.name);
+      c->stop();
+      if (auto* d = dialer_of(*c)) schedule_redial(*d);
+      return;
+    }
+    auto old = nb.conn;
+    old->stop();
+    if (auto* d = dialer_of(*old)) d->conn = nullptr;
+  }
+  nb.conn = c;
+  nb.said_goodbye = false;
+  c->attach(&nb.session);
+  nb.session.resume(c->peer_resume_ack());
+  logger()->info("{}: link up to {} ({}) via {}", config_.name, nb.name, peer, c->remote());
+  table_.neighbour_up(peer, clock::now());
+  send_update(table_.full_dump(clock::now()), c.get());
+  c->kick();  // resend what the peer did not acknowledge, before anything new
+  routing_changed();
+}
+
+void overlay::on_connection_down(const std::shared_ptr<connection>& c, const std::string& reason) {
+  handshaking_.erase(c);
+  dialer* d = dialer_of(*c);
+  const node_id peer = c->peer();
+  const auto it = peer ? neighbours_.find(peer) : neighbours_.end();
+  if (it != neighbours_.end() && it->second->conn == c) {
+    neighbour& nb = *it->second;
+    nb.conn.reset();
+    ++links_lost_;
+    logger()->log(shutting_down_ || nb.said_goodbye ? spdlog::level::info : spdlog::level::warn,
+                  "{}: link to {} down: {}", config_.name, nb.name, reason);
+    table_.neighbour_down(peer, clock::now());
+    // What was never sent may take another way; what was sent stays in the session for resending when the
+    // link comes back. A peer that said goodbye will not come back: everything goes elsewhere.
+    auto unsent = nb.said_goodbye ? nb.session.take_all() : nb.session.take_unsent();
+    if (nb.said_goodbye) neighbours_.erase(it);
+    for (auto& p : unsent) route(std::move(p));
+    routing_changed();
+  } else {
+    log_link_failure(d ? d->text : c->remote(), c->was_refused(), d ? d->failures++ : 1, reason);
+  }
+  // A refused handshake is a configuration mismatch that retrying soon will not fix: back off.
+  if (d) schedule_redial(*d, c->was_refused() ? 10 : 1);
+}
+
+// A refusal (another key, L or version) is a configuration problem: warn, but at most once a minute per
+// endpoint. A failed attempt is normal (the peer is not up yet, or unreachable): info once, then debug.
+void overlay::log_link_failure(const std::string& endpoint, bool refused, unsigned failures,
+                               const std::string& reason) {
+  auto level = failures == 0 ? spdlog::level::info : spdlog::level::debug;
+  if (refused) {
+    const auto host = endpoint.substr(0, endpoint.rfind(':'));
+    const auto now = clock::now();
+    auto [it, fresh] = refusals_warned_.emplace(host, now);
+    if (fresh || now - it->second > std::chrono::minutes(1)) {
+      it->second = now;
+      level = spdlog::level::warn;
+    } else {
+      level = spdlog::level::debug;
+    }
+  }
+  logger()->log(level, "{}: link {} failed: {}", config_.name, endpoint, reason);
+}
+
+std::size_t overlay::drop_links() {
+  std::vector<std::shared_ptr<connection>> up;
+  for (auto& [id, nb] : neighbours_)
+    if (nb->conn && nb->conn->is_up()) up.push_back(nb->conn);
+  for (auto& c : up) drop(*c, "dropped on request (fault injection)");
+  return up.size();
+}
+
+void overlay::drop(connection& c, const std::string& reason) {
+  auto self = c.shared_from_this();
+  c.stop();
+  on_connection_down(self, reason);
+}
+
+void overlay::on_freed(connection&, std::uint64_t bytes) { account(-static_cast<std::int64_t>(bytes)); }
+
+void overlay::on_control(connection& c, frame_type type, std::span<const std::byte> payload) {
+  const auto now = clock::now();
+  std::string error;
+  switch (type) {
+    case frame_type::route_update: {
+      const auto u = decode_update(payload, &error);
+      if (!u) return drop(c, "protocol error: bad routing update: " + error);
+      table_.on_update(c.peer(), *u, now);
+      break;
+    }
+    case frame_type::route_request: {
+      const auto r = decode_request(payload, &error);
+      if (!r) return drop(c, "protocol error: bad route request: " + error);
+      const auto action = table_.on_request(c.peer(), *r, now);
+      if (action.kind == route_table::request_action::forward) send_request(action.forward_to, action.forwarded);
+      break;
+    }
+    case frame_type::goodbye: {
+      const auto ack = decode_ack_payload(payload);
+      const auto it = neighbours_.find(c.peer());
+      if (!ack || it == neighbours_.end()) return drop(c, "protocol error: bad goodbye");
+      if (const auto freed = it->second->session.on_ack(*ack)) account(-static_cast<std::int64_t>(*freed));
+      it->second->said_goodbye = true;
+      return;
+    }
+    default:
+      return drop(c, std::string("protocol error: unexpected ") + to_string(type));
+  }
+  routing_changed();
+}
+
+// --- messages -----------------------------------------------------------------------------------------------
+
+void overlay::account(std::int64_t delta) {
+  held_bytes_.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
+}
+
+overlay::send_result overlay::send(packet p) {
+  if (p.body.size() > config_.max_message_bytes) return send_result::too_big;
+  if (held_bytes() + p.footprint() > config_.max_waiting_bytes) return send_result::would_block;
+  p.source = self_;
+  p.hops_left = config_.hop_limit;
+  account(static_cast<std::int64_t>(p.footprint()));
+  route(std::move(p));
+  return send_result::ok;
+}
+
+void overlay::on_data(connection&, const data_head& head, phoenix::Bytes body) {
+  inject(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body)});
+}
+
+void overlay::inject(packet p) {
+  account(static_cast<std::int64_t>(p.footprint()));
+  route(std::move(p));
+}
+
+bool overlay::is_local(std::uint64_t dest) const {
+  return dest == self_ || (dest < config_.space_size && own_.contains(dest));
+}
+
+std::optional<node_id> overlay::next_hop_for(std::uint64_t dest) const {
+  if (dest >= config_.space_size) return table_.next_hop(dest);
+  const auto owner = table_.owner_of(dest);
+  if (!owner || *owner == self_) return std::nullopt;
+  return table_.next_hop(*owner);
+}
+
+void overlay::route(packet p) {
+  if (is_local(p.dest)) {
+    account(-static_cast<std::int64_t>(p.footprint()));
+    deliver_(std::move(p));
+    return;
+  }
+  // The hop limit is the last guard against a loop the feasibility condition missed: hold, never drop.
+  if (p.hops_left == 0) return hold(std::move(p));
+  const auto nh = next_hop_for(p.dest);
+  if (!nh) return hold(std::move(p));
+  --p.hops_left;
+  forward(*nh, std::move(p));
+}
+
+void overlay::forward(node_id next_hop, packet p) {
+  auto& slot = neighbours_[next_hop];
+  if (!slot) slot = std::make_unique<neighbour>(config_.link_window_bytes);
+  slot->session.enqueue(std::move(p));
+  if (slot->conn) slot->conn->kick();
+}
+
+void overlay::hold(packet p) {
+  waiting_bytes_ += p.footprint();
+  waiting_.push_back(std::move(p));
+}
+
+// Waiting packets go out in the order they came, each either sent or held again behind the ones before it.
+void overlay::flush_waiting() {
+  if (waiting_.empty()) return;
+  std::deque<packet> retry;
+  retry.swap(waiting_);
+  waiting_bytes_ = 0;
+  for (auto& p : retry) {
+    if (p.hops_left == 0) p.hops_left = config_.hop_limit;
+    route(std::move(p));
+  }
+}
+
+interval_set::result overlay::assume(interval s) {
+  const auto r = own_.add(s);
+  if (r == interval_set::result::ok) {
+    table_.set_local_intervals(to_route_intervals(own_), clock::now());
+    routing_changed();
+  }
+  return r;
+}
+
+interval_set::result overlay::release(interval s) {
+  const auto r = own_.remove(s);
+  if (r == interval_set::result::ok) {
+    table_.set_local_intervals(to_route_intervals(own_), clock::now());
+    routing_changed();
+  }
+  return r;
+}
+
+// --- routing ------------------------------------------------------------------------------------------------
+
+void overlay::routing_changed() {
+  const auto now = clock::now();
+  if (const auto g = table_.generation(); g != seen_generation_) {
+    seen_generation_ = g;
+    flush_waiting();
+  }
+  if (auto u = table_.collect_triggered(now)) send_update(*u);
+  for (const auto& [to, r] : table_.collect_requests(now)) send_request(to, r);
+  arm_routing_timer();
+}
+
+void overlay::arm_routing_timer() {
+  const auto deadline = std::min(table_.next_deadline(), next_full_dump_);
+  routing_timer_.expires_at(deadline);
+  routing_timer_.async_wait([this](std::error_code ec) {
+    if (!ec) on_routing_timer();
+  });
+}
+
+void overlay::on_routing_timer() {
+  const auto now = clock::now();
+  if (now >= next_full_dump_) {
+    send_update(table_.full_dump(now));
+    next_full_dump_ = now + config_.full_dump_interval;
+  }
+  table_.expire(now);
+  routing_changed();
+}
+
+void overlay::send_update(const route_update& u, connection* only) {
+  if (u.entries.empty() && !u.full_dump) return;
+  const auto payloads = encode_update(u, conn_params_.max_payload);
+  for (const auto& payload : payloads) {
+    auto frame = make_control_frame(frame_type::route_update, payload);
+    if (only) {
+      only->send_control(std::move(frame));
+      continue;
+    }
+    for (auto& [id, nb] : neighbours_)
+      if (nb->conn && nb->conn->is_up()) nb->conn->send_control(frame);
+  }
+}
+
+void overlay::send_request(node_id to, const route_request& r) {
+  const auto it = neighbours_.find(to);
+  if (it == neighbours_.end() || !it->second->conn || !it->second->conn->is_up()) return;
+  it->second->conn->send_control(make_control_frame(frame_type::route_request, encode_request(r)));
+}
+
+// --- leaving ------------------------------------------------------------------------------------------------
+
+void overlay::begin_shutdown() {
+  shutting_down_ = true;
+  if (acceptor_) {
+    std::error_code ignored;
+    acceptor_->close(ignored);
+  }
+  for (auto& d : dialers_) d->timer->cancel();
+}
+
+bool overlay::is_drained() const {
+  for (const auto& [id, nb] : neighbours_)
+    if (nb->conn && nb->conn->is_up() && !nb->session.is_idle()) return false;
+  return true;
+}
+
+void overlay::say_goodbye_and_close() {
+  for (auto& [id, nb] : neighbours_) {
+    if (!nb->conn || !nb->conn->is_up()) continue;
+    // Acknowledge everything received, so the neighbour resends nothing to an incarnation that is gone.
+    nb->conn->send_control(make_ack_frame(frame_type::goodbye, nb->session.received()));
+  }
+}
+
+bool overlay::is_quiet() const {
+  for (const auto& [id, nb] : neighbours_)
+    if (nb->conn && nb->conn->is_up() && nb->conn->bytes_queued() > 0) return false;
+  return true;
+}
+
+std::vector<packet> overlay::take_undelivered() {
+  std::vector<packet> out;
+  for (auto& p : waiting_) out.push_back(std::move(p));
+  waiting_.clear();
+  waiting_bytes_ = 0;
+  for (auto& [id, nb] : neighbours_)
+    for (auto& p : nb->session.take_all()) out.push_back(std::move(p));
+  return out;
+}
+
+overlay_view overlay::view() const {
+  overlay_view v;
+  v.self = self_;
+  v.seqno = table_.own_seqno();
+  v.assumed = own_.intervals();
+  v.routes = table_.routes();
+  for (const auto& [id, nb] : neighbours_) {
+    link_view l;
+    l.peer = id;
+    l.peer_name = nb->name;
+    l.unacked = nb->session.unacked_count();
+    l.bytes_queued = nb->session.bytes_held();
+    if (nb->conn) {
+      l.address = nb->conn->remote();
+      l.outbound = nb->conn->is_outbound();
+      l.state = nb->conn->is_up() ? "up" : "closing";
+    } else {
+      l.state = "down";
+    }
+    v.links.push_back(std::move(l));
+  }
+  for (const auto& c : handshaking_) {
+    link_view l;
+    l.address = c->remote();
+    l.outbound = c->is_outbound();
+    l.state = "handshake";
+    v.links.push_back(std::move(l));
+  }
+  v.waiting_messages = waiting_.size();
+  v.waiting_bytes = waiting_bytes_;
+  v.links_lost = links_lost_;
+  return v;
+}
+
+}  // namespace phoenix::overlay

@@ -1,0 +1,184 @@
+// overlay.hpp — one node's part of the overlay network (Phoenix paper, section 5).
+//
+// The overlay keeps links to the endpoints it was given (ph_add_port) and to whoever connects to it, runs
+// DSDV with Babel's feasibility condition over them (route_table.hpp), and moves packets hop by hop towards
+// the node that assumes their destination:
+//   - a packet for a virtual node this node assumes, or for its resource name, is delivered locally;
+//   - otherwise it goes to the next hop towards the owner, through that neighbour's reliable link_session;
+//   - a packet with no route yet (nobody assumes the virtual node, or the route is not known yet), or one
+//     that ran out of hops, waits here and is sent as soon as the routing table changes — never dropped.
+//
+// Threads: everything runs on the node's I/O context, by whichever thread holds the node's progress token.
+// Only held_bytes() may be read from any thread. Nothing blocks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <system_error>
+#include <unordered_map>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "overlay/address.hpp"
+#include "overlay/connection.hpp"
+#include "overlay/interval_set.hpp"
+#include "overlay/link_session.hpp"
+#include "overlay/packet.hpp"
+#include "overlay/route_table.hpp"
+
+namespace phoenix::overlay {
+
+struct overlay_config {
+  std::string name;
+  std::uint64_t space_size = std::uint64_t{1} << 62;
+  std::vector<std::byte> cluster_key;
+  std::chrono::milliseconds retry_interval{1000};
+  std::uint64_t max_waiting_bytes = 256ull << 20;
+  std::uint64_t max_message_bytes = 64ull << 20;
+  std::uint64_t link_window_bytes = 8ull << 20;
+  std::chrono::milliseconds full_dump_interval{10000};
+  std::uint8_t hop_limit = 64;
+};
+
+// What introspection returns (the shell's `routes` and `links`).
+struct link_view {
+  node_id peer = 0;
+  std::string peer_name;
+  std::string address;
+  std::string state;
+  bool outbound = false;
+  std::uint64_t unacked = 0;
+  std::uint64_t bytes_queued = 0;
+};
+struct overlay_view {
+  node_id self = 0;
+  std::uint64_t seqno = 0;
+  std::vector<interval> assumed;
+  std::vector<route_table::route_view> routes;
+  std::vector<link_view> links;
+  std::uint64_t waiting_messages = 0;
+  std::uint64_t waiting_bytes = 0;
+  std::uint64_t links_lost = 0;
+};
+
+class overlay final : public connection_owner {
+ public:
+  using deliver_fn = std::function<void(packet&&)>;
+
+  overlay(asio::io_context& io, overlay_config config, node_id self, deliver_fn deliver);
+  ~overlay() override;
+  overlay(const overlay&) = delete;
+  overlay& operator=(const overlay&) = delete;
+
+  node_id self() const { return self_; }
+  const overlay_config& config() const { return config_; }
+
+  // Endpoints. listen() binds now and returns the bound address; add_port() dials in the background and
+  // redials at the retry interval for as long as the node runs.
+  std::error_code listen(const std::string& address, std::string& bound, std::string* error = nullptr);
+  std::error_code add_port(const std::string& address, std::string* error = nullptr);
+
+  // Messages. send() takes a packet from this node's application (its hop budget is set here); inject() takes
+  // a packet that was already on its way (put back by ph_release, or read from a log) and delivers, forwards
+  // or holds it like any arriving packet.
+  enum class send_result { ok, would_block, too_big };
+  send_result send(packet p);
+  void inject(packet p);
+
+  // Mapping: the intervals of [0, L) this node assumes.
+  interval_set::result assume(interval s);
+  interval_set::result release(interval s);
+  bool assumes(std::uint64_t vnode) const { return own_.contains(vnode); }
+  const interval_set& assumed() const { return own_; }
+
+  // Leaving: stop dialling and accepting, then say goodbye to every neighbour once everything sent was
+  // acknowledged (the caller waits for is_drained() with a deadline), then close.
+  void begin_shutdown();
+  bool is_drained() const;  // every neighbour acknowledged everything
+  void say_goodbye_and_close();
+  bool is_quiet() const;    // nothing left to write on any link
+  std::vector<packet> take_undelivered();  // waiting packets and any still unacknowledged by a neighbour
+
+  std::size_t drop_links();  // fault injection: close every link's connection as a network failure would
+  std::uint64_t held_bytes() const { return held_bytes_.load(std::memory_order_relaxed); }
+  overlay_view view() const;
+
+  // connection_owner
+  std::uint64_t resume_ack_for(node_id peer) override;
+  void on_connection_up(const std::shared_ptr<connection>& c) override;
+  void on_connection_down(const std::shared_ptr<connection>& c, const std::string& reason) override;
+  void on_data(connection& c, const data_head& head, phoenix::Bytes body) override;
+  void on_freed(connection& c, std::uint64_t bytes) override;
+  void on_control(connection& c, frame_type type, std::span<const std::byte> payload) override;
+
+ private:
+  struct neighbour {
+    explicit neighbour(std::uint64_t window_bytes) : session(window_bytes) {}
+    link_session session;
+    std::shared_ptr<connection> conn;
+    std::string name;
+    bool said_goodbye = false;
+  };
+  struct dialer {
+    address target;
+    std::string text;
+    std::unique_ptr<asio::steady_timer> timer;
+    std::shared_ptr<connection> conn;
+    node_id peer = 0;  // learned at the first handshake
+    unsigned failures = 0;
+  };
+
+  void route(packet p);
+  bool is_local(std::uint64_t dest) const;
+  std::optional<node_id> next_hop_for(std::uint64_t dest) const;
+  void forward(node_id next_hop, packet p);
+  void hold(packet p);
+  void flush_waiting();
+  void account(std::int64_t delta);
+
+  void accept_next();
+  void dial(dialer& d);
+  void schedule_redial(dialer& d, unsigned intervals = 1);
+  void log_link_failure(const std::string& endpoint, bool refused, unsigned failures, const std::string& reason);
+  dialer* dialer_of(const connection& c);
+  std::shared_ptr<connection> make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s);
+  bool keeps_existing(const connection& existing, const connection& incoming) const;
+  void drop(connection& c, const std::string& reason);
+
+  void routing_changed();
+  void arm_routing_timer();
+  void on_routing_timer();
+  void send_update(const route_update& u, connection* only = nullptr);
+  void send_request(node_id to, const route_request& r);
+
+  asio::io_context& io_;
+  overlay_config config_;
+  node_id self_;
+  deliver_fn deliver_;
+  connection_params conn_params_;
+  std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;
+  std::vector<std::unique_ptr<dialer>> dialers_;
+  std::set<std::shared_ptr<connection>> handshaking_;
+  std::unordered_map<node_id, std::unique_ptr<neighbour>> neighbours_;
+  route_table table_;
+  std::uint64_t seen_generation_ = 0;
+  asio::steady_timer routing_timer_;
+  std::chrono::steady_clock::time_point next_full_dump_;
+  interval_set own_;
+  std::deque<packet> waiting_;
+  std::uint64_t waiting_bytes_ = 0;
+  std::uint64_t links_lost_ = 0;
+  std::atomic<std::uint64_t> held_bytes_{0};
+  std::map<std::string, std::chrono::steady_clock::time_point> refusals_warned_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace phoenix::overlay

@@ -1,0 +1,524 @@
+// overlay/route_table.cpp — DSDV with Babel's feasibility condition. See route_table.hpp for the contract.
+//
+// Why this is loop-free (RFC 8966 2.4): order (seqno, metric) pairs so that a newer seqno, or the same seqno
+// with a smaller metric, is "smaller". Each node keeps FD = the smallest pair it has advertised for a source
+// (it only ever shrinks) and selects only routes whose advertised pair is strictly smaller than FD. If x routes
+// via y, then FD(y) <= (what y advertised to x) < FD(x); FDs strictly shrink along any next-hop chain, so a
+// chain cannot come back to where it started, even while updates are in flight.
+#include "overlay/route_table.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <limits>
+
+namespace phoenix::overlay {
+namespace {
+
+constexpr std::uint64_t max_even_seqno = std::numeric_limits<std::uint64_t>::max() - 1;
+
+// DSDV: seqnos a source issues are even; odd ones mark a route someone else found broken. Saturating, so a
+// hostile 2^64-1 cannot wrap us back to 0.
+constexpr std::uint64_t even_at_least(std::uint64_t s) { return s >= max_even_seqno ? max_even_seqno : s + (s & 1); }
+constexpr std::uint64_t next_even_above(std::uint64_t s) { return s >= max_even_seqno ? max_even_seqno : even_at_least(s + 1); }
+constexpr std::uint64_t odd_at_least(std::uint64_t s) { return s | 1; }  // DSDV: seq+1 if even, else seq
+
+// Hop count through a neighbour that advertised m; saturates at infinity.
+constexpr std::uint16_t local_metric(std::uint16_t m) {
+  return m >= infinite_metric - 1 ? infinite_metric : static_cast<std::uint16_t>(m + 1);
+}
+
+// DSDV settling: EWMA weight of a new first-to-best arrival sample (1/4, like a smoothed RTT).
+constexpr int settling_ewma_divisor = 4;
+
+std::vector<route_interval> normalised(std::vector<route_interval> v) {
+  std::erase_if(v, [](const route_interval& i) { return i.lo >= i.hi; });
+  std::sort(v.begin(), v.end(), [](const route_interval& a, const route_interval& b) { return a.lo < b.lo; });
+  std::vector<route_interval> out;
+  for (const auto& i : v) {
+    if (!out.empty() && i.lo <= out.back().hi) {
+      out.back().hi = std::max(out.back().hi, i.hi);  // overlapping or adjacent: one interval
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+route_table::route_table(node_id self, route_params params, time_point now)
+    : self_(self), params_(params), next_full_dump_(now + params.full_dump_interval) {}
+
+// ---------------------------------------------------------------------------------------------------------
+// Route choice, in layers: feasibility, candidate filter, best pick, switch decision.
+
+// RFC 8966 3.5.1: a retraction is always feasible; a finite route is feasible iff strictly better than the
+// feasibility distance. The advertised metric (not ours, one hop more) is compared, as in Babel.
+bool route_table::route_feasible(const source_state& s, const neighbour_route& r) {
+  if (r.metric == infinite_metric || !s.fd) return true;  // no FD: we never advertised a finite route
+  return r.seqno > s.fd->seqno || (r.seqno == s.fd->seqno && r.metric < s.fd->metric);
+}
+
+// DSDV newest-wins: the newest retraction any neighbour holds for the source.
+std::uint64_t route_table::newest_retraction(const source_state& s) {
+  std::uint64_t newest = 0;
+  for (const auto& [n, r] : s.via) {
+    if (r.metric == infinite_metric) newest = std::max(newest, r.seqno);
+  }
+  return newest;
+}
+
+bool route_table::route_is_candidate(const source_state& s, const neighbour_route& r,
+                                     std::uint64_t newest_retraction) {
+  if (local_metric(r.metric) == infinite_metric) return false;  // a retraction, or too long to count
+  // DSDV: an older finite route never overrides a newer poison, a neighbour's or (strictly) our own.
+  if (r.seqno < newest_retraction || r.seqno <= s.retracted_seqno) return false;
+  return route_feasible(s, r);
+}
+
+// Rule 1: newest seqno, then fewest hops; ties keep the current next hop (no flapping), then the lowest id.
+std::optional<node_id> route_table::best_route(const source_state& s) {
+  const std::uint64_t poison = newest_retraction(s);
+  const neighbour_route* best = nullptr;
+  node_id best_n = 0;
+  for (const auto& [n, r] : s.via) {
+    if (!route_is_candidate(s, r, poison)) continue;
+    const bool better = !best || r.seqno > best->seqno ||
+                        (r.seqno == best->seqno && (r.metric < best->metric ||
+                                                    (r.metric == best->metric && s.next_hop == n)));
+    if (better) {
+      best = &r;
+      best_n = n;
+    }
+  }
+  if (!best) return std::nullopt;
+  return best_n;
+}
+
+void route_table::select_route(node_id source, source_state& s, time_point now) {
+  selection next;
+  if (auto n = best_route(s)) {
+    const neighbour_route& r = s.via.at(*n);
+    next = {n, r.seqno, local_metric(r.metric), r.intervals};
+  } else if (s.next_hop) {
+    const std::uint64_t poison = newest_retraction(s);
+    if (poison > s.seqno) {
+      next.seqno = poison;  // DSDV: adopt (and pass on) the newer poison
+    } else {
+      // DSDV: we found the route broken ourselves; poison it with an odd seqno only the source can beat.
+      s.retracted_seqno = odd_at_least(s.seqno);
+      next.seqno = s.retracted_seqno;
+    }
+  } else {
+    next.seqno = std::max(s.seqno, newest_retraction(s));  // still unreachable; seqno-only news
+  }
+  apply_selection(source, s, std::move(next), now);
+}
+
+// The switch decision: what changed, what to advertise and when.
+void route_table::apply_selection(node_id source, source_state& s, selection next, time_point now) {
+  const bool was_reachable = s.next_hop.has_value();
+  const bool reachable = next.next_hop.has_value();
+  const bool intervals_changed = next.intervals != s.intervals;
+  if (was_reachable != reachable || s.next_hop != next.next_hop) routes_changed_ = true;
+  if (was_reachable != reachable || (reachable && intervals_changed)) index_dirty_ = true;
+
+  // Rule 7: only reachability, metric or interval changes are worth a triggered update; seqno-only news
+  // waits for the next full dump. Compared with what was last advertised, not with the previous selection.
+  if (reachable && intervals_changed) s.intervals_unadvertised = true;
+  const bool news = next.metric != s.advertised_metric || (reachable && s.intervals_unadvertised);
+  // DSDV settling: a newer seqno that arrived over a worse path first is used at once but advertised later,
+  // so that the better path carrying the same seqno (likely just behind) does not cause a second wave. Judged
+  // against what neighbours last heard, so re-selecting the same route does not cut the delay short. An
+  // interval change is news the overlay needs now, so it is never held back.
+  const bool settle = reachable && s.advertised_metric != infinite_metric && next.seqno > s.advertised_seqno &&
+                      next.metric > s.advertised_metric && !s.intervals_unadvertised;
+
+  s.next_hop = next.next_hop;
+  s.seqno = next.seqno;
+  s.metric = next.metric;
+  s.intervals = std::move(next.intervals);
+
+  if (news) {
+    schedule_trigger(source, settle ? now + settling_time(source) : now);
+  } else if (s.trigger_due && !s.advert_requested) {
+    set_timer(trigger_queue_, s.trigger_due, source, std::nullopt);  // settled back to what was advertised
+  }
+  if (reachable) {
+    set_timer(expiry_queue_, s.expiry_due, source, std::nullopt);
+    set_timer(request_queue_, s.request_due, source, std::nullopt);
+    return;
+  }
+  if (was_reachable || !s.expiry_due) {
+    s.unreachable_since = now;
+    set_timer(expiry_queue_, s.expiry_due, source, now + source_expiry());
+  }
+  schedule_request(source, s, now);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Local events
+
+void route_table::set_local_intervals(std::vector<route_interval> intervals, time_point now) {
+  own_intervals_ = normalised(std::move(intervals));
+  own_seqno_ = next_even_above(own_seqno_);
+  schedule_trigger(self_, now);
+  index_dirty_ = true;
+  finish_mutation();
+}
+
+void route_table::neighbour_up(node_id n, time_point now) {
+  if (n == self_) return;
+  neighbours_.insert(n);
+  own_seqno_ = next_even_above(own_seqno_);  // DSDV: a fresh seqno beats any odd poison of us out there
+  schedule_trigger(self_, now);
+  next_full_dump_ = std::min(next_full_dump_, now);  // DSDV: a new neighbour needs the whole table
+}
+
+void route_table::neighbour_down(node_id n, time_point now) {
+  if (!neighbours_.erase(n)) return;
+  for (auto& [source, s] : sources_) {
+    if (!s.via.contains(n)) continue;
+    drop_route(source, s, n);
+    select_route(source, s, now);
+  }
+  finish_mutation();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Input
+
+void route_table::on_update(node_id from, const route_update& u, time_point now) {
+  if (from == self_ || !neighbours_.contains(from)) return;
+  std::vector<node_id> touched;
+  for (const route_entry& e : u.entries) {
+    if (e.source == self_) {
+      note_about_self(e, now);
+      continue;
+    }
+    store_route(from, e, now);
+    touched.push_back(e.source);
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (node_id source : touched) select_route(source, sources_.at(source), now);
+  finish_mutation();
+}
+
+void route_table::store_route(node_id from, const route_entry& e, time_point now) {
+  source_state& s = sources_[e.source];
+  neighbour_route r{e.seqno, e.metric, {}, now + route_hold_time()};
+  if (e.metric != infinite_metric) r.intervals = e.intervals;  // a retraction's intervals mean nothing
+  note_arrival(s, r, now);
+  if (s.via.contains(from)) drop_route(e.source, s, from);
+  hold_queue_.emplace(r.held_until, e.source, from);
+  s.via.emplace(from, std::move(r));
+}
+
+// DSDV settling statistics: for each seqno, the gap between its first arrival and its best one.
+void route_table::note_arrival(source_state& s, const neighbour_route& r, time_point now) {
+  if (r.metric == infinite_metric) return;
+  if (r.seqno > s.arrival_seqno) {
+    if (s.arrival_seqno != 0) {
+      const auto sample = std::chrono::duration_cast<std::chrono::nanoseconds>(s.best_arrival - s.first_arrival);
+      s.settling_avg += (sample - s.settling_avg) / settling_ewma_divisor;
+    }
+    s.arrival_seqno = r.seqno;
+    s.arrival_best_metric = r.metric;
+    s.first_arrival = s.best_arrival = now;
+  } else if (r.seqno == s.arrival_seqno && r.metric < s.arrival_best_metric) {
+    s.arrival_best_metric = r.metric;
+    s.best_arrival = now;
+  }
+}
+
+// DSDV: someone holds a seqno for us at least as new as ours (typically an odd poison): outbid it. A poison
+// older than our seqno is answered too, without a bump: our current seqno already beats it, but since seqno-only
+// news waits for full dumps the poisoned part of the network may not have it yet. An echo of our seqno with a
+// finite metric is just a neighbour's route to us, not news.
+void route_table::note_about_self(const route_entry& e, time_point now) {
+  if (e.seqno > own_seqno_ || (e.seqno == own_seqno_ && e.metric == infinite_metric)) {
+    own_seqno_ = next_even_above(e.seqno);
+    schedule_trigger(self_, now);
+  } else if (e.metric == infinite_metric) {
+    schedule_trigger(self_, now);
+  }
+}
+
+route_table::request_action route_table::on_request(node_id from, const route_request& r, time_point now) {
+  request_action act;
+  if (from == self_ || !neighbours_.contains(from) || r.hop_limit == 0) return act;
+  if (r.source == self_) {
+    // RFC 8966 3.8.1.2: the source answers by making its seqno at least the one asked for.
+    own_seqno_ = std::max(own_seqno_, even_at_least(r.seqno));
+    schedule_trigger(self_, now);
+    act.kind = request_action::bumped_own;
+    return act;
+  }
+  auto it = sources_.find(r.source);
+  if (it == sources_.end()) return act;
+  source_state& s = it->second;
+  if (s.next_hop && s.seqno >= r.seqno) {
+    s.advert_requested = true;
+    schedule_trigger(r.source, now);  // RFC 8966 3.8.1.2: we can satisfy it: re-advertise, don't forward
+    return act;
+  }
+  if (r.hop_limit <= 1) return act;
+  const auto to = request_target(s, from);
+  if (!to) return act;
+  // RFC 8966 3.8.1.2: don't forward a duplicate of a request we recently forwarded.
+  if (s.forwarded_seqno >= r.seqno && now < s.forwarded_at + params_.request_holdoff) return act;
+  s.forwarded_seqno = r.seqno;
+  s.forwarded_at = now;
+  act.kind = request_action::forward;
+  act.forward_to = *to;
+  act.forwarded = {r.source, r.seqno, static_cast<std::uint8_t>(r.hop_limit - 1)};
+  return act;
+}
+
+// Towards the source: our next hop; when we have none, the neighbour advertising the best finite route
+// (RFC 8966 3.8.1.2 allows any neighbour that may lead there). Never back to the asker.
+std::optional<node_id> route_table::request_target(const source_state& s, node_id from) {
+  if (s.next_hop) return *s.next_hop != from ? s.next_hop : std::nullopt;
+  std::optional<node_id> best;
+  const neighbour_route* best_r = nullptr;
+  for (const auto& [n, r] : s.via) {
+    if (n == from || r.metric == infinite_metric) continue;
+    if (!best_r || r.seqno > best_r->seqno || (r.seqno == best_r->seqno && r.metric < best_r->metric)) {
+      best = n;
+      best_r = &r;
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Queries
+
+std::optional<node_id> route_table::next_hop(node_id destination) const {
+  auto it = sources_.find(destination);
+  if (it == sources_.end()) return std::nullopt;
+  return it->second.next_hop;
+}
+
+bool route_table::is_reachable(node_id destination) const { return next_hop(destination).has_value(); }
+
+std::optional<node_id> route_table::owner_of(std::uint64_t vnode) const {
+  auto it = std::upper_bound(owner_index_.begin(), owner_index_.end(), vnode,
+                             [](std::uint64_t v, const owner_slot& slot) { return v < slot.lo; });
+  if (it == owner_index_.begin()) return std::nullopt;
+  --it;
+  if (vnode >= it->hi) return std::nullopt;
+  return it->owner;
+}
+
+std::chrono::nanoseconds route_table::settling_time(node_id source) const {
+  auto it = sources_.find(source);
+  if (it == sources_.end()) return std::chrono::nanoseconds{0};
+  return std::min<std::chrono::nanoseconds>(2 * it->second.settling_avg, params_.max_settling_time);
+}
+
+std::vector<route_table::route_view> route_table::routes() const {
+  std::vector<route_view> out;
+  out.reserve(sources_.size());
+  for (const auto& [source, s] : sources_) {
+    out.push_back({source, s.next_hop.value_or(0), s.seqno, s.metric, s.intervals});
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Output
+
+route_entry route_table::advertise(node_id source) {
+  if (source == self_) return {self_, own_seqno_, 0, own_intervals_};
+  source_state& s = sources_.at(source);
+  s.advertised_seqno = s.seqno;
+  s.advertised_metric = s.metric;
+  s.intervals_unadvertised = false;
+  s.advert_requested = false;
+  if (!s.next_hop) return {source, s.seqno, infinite_metric, {}};  // RFC 8966 3.7.3: retractions leave FD alone
+  // RFC 8966 3.7.3: a newer seqno resets the feasibility distance, the same one keeps the minimum metric.
+  if (!s.fd || s.seqno > s.fd->seqno) {
+    s.fd = feasibility_distance{s.seqno, s.metric};
+  } else if (s.seqno == s.fd->seqno) {
+    s.fd->metric = std::min(s.fd->metric, s.metric);
+  }
+  return {source, s.seqno, s.metric, s.intervals};
+}
+
+std::optional<route_update> route_table::collect_triggered(time_point now) {
+  std::vector<node_id> due;
+  while (!trigger_queue_.empty() && trigger_queue_.begin()->first <= now) {
+    const node_id source = trigger_queue_.begin()->second;
+    trigger_queue_.erase(trigger_queue_.begin());
+    trigger_slot(source).reset();
+    due.push_back(source);
+  }
+  if (due.empty()) return std::nullopt;
+  std::sort(due.begin(), due.end());
+  route_update u;
+  for (node_id source : due) u.entries.push_back(advertise(source));
+  return u;
+}
+
+route_update route_table::full_dump(time_point now) {
+  own_seqno_ = next_even_above(own_seqno_);  // DSDV: each full dump carries a fresh seqno of our own
+  // Pending triggered entries stay pending: a dump may go to a new neighbour only, and the others still
+  // need them (at worst the rest hear an entry twice).
+  route_update u{true, {}};
+  u.entries.reserve(sources_.size() + 1);
+  u.entries.push_back(advertise(self_));
+  for (auto& [source, s] : sources_) u.entries.push_back(advertise(source));
+  next_full_dump_ = now + params_.full_dump_interval;
+  return u;
+}
+
+std::vector<std::pair<node_id, route_request>> route_table::collect_requests(time_point now) {
+  std::vector<std::pair<node_id, route_request>> out;
+  while (!request_queue_.empty() && request_queue_.begin()->first <= now) {
+    const node_id source = request_queue_.begin()->second;
+    request_queue_.erase(request_queue_.begin());
+    source_state& s = sources_.at(source);
+    s.request_due.reset();
+    if (s.next_hop) continue;
+    // RFC 8966 3.8.1.1: ask the neighbour with the best finite route we cannot use for a seqno newer than
+    // the poison we hold; the source's answer makes that route feasible and newest again. One neighbour per
+    // round: the request travels on towards the source, so asking every neighbour only multiplies it.
+    const auto to = request_target(s, self_);
+    if (!to) continue;
+    const std::uint64_t wanted = s.seqno == std::numeric_limits<std::uint64_t>::max() ? s.seqno : s.seqno + 1;
+    out.emplace_back(*to, route_request{source, wanted, request_hop_limit});
+    s.last_request = now;
+    s.ever_requested = true;
+  }
+  return out;
+}
+
+time_point route_table::next_deadline() const {
+  time_point t = next_full_dump_;
+  for (const timer_queue* q : {&trigger_queue_, &request_queue_, &expiry_queue_}) {
+    if (!q->empty()) t = std::min(t, q->begin()->first);
+  }
+  if (!hold_queue_.empty()) t = std::min(t, std::get<0>(*hold_queue_.begin()));
+  return t;
+}
+
+void route_table::expire(time_point now) {
+  std::vector<node_id> touched;
+  while (!hold_queue_.empty() && std::get<0>(*hold_queue_.begin()) <= now) {
+    const auto [until, source, neighbour] = *hold_queue_.begin();
+    drop_route(source, sources_.at(source), neighbour);
+    touched.push_back(source);
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (node_id source : touched) select_route(source, sources_.at(source), now);  // DSDV: like a broken link
+  while (!expiry_queue_.empty() && expiry_queue_.begin()->first <= now) {
+    forget(sources_.find(expiry_queue_.begin()->second));
+  }
+  finish_mutation();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Bookkeeping
+
+std::optional<time_point>& route_table::trigger_slot(node_id source) {
+  return source == self_ ? own_trigger_due_ : sources_.at(source).trigger_due;
+}
+
+// Never postpones an already scheduled advertisement: under continuous churn settling must not starve it.
+void route_table::schedule_trigger(node_id source, time_point due) {
+  std::optional<time_point>& slot = trigger_slot(source);
+  if (slot && *slot <= due) return;
+  set_timer(trigger_queue_, slot, source, due);
+}
+
+// Rule 6 / RFC 8966 3.8.1.1: worth asking only if some neighbour has a finite route we cannot use now;
+// at most one round of requests per source per request_holdoff.
+void route_table::schedule_request(node_id source, source_state& s, time_point now) {
+  if (s.request_due) return;
+  const bool someone_has_a_route =
+      std::any_of(s.via.begin(), s.via.end(), [](const auto& v) { return v.second.metric != infinite_metric; });
+  if (!someone_has_a_route) return;
+  const time_point due = s.ever_requested ? std::max(now, s.last_request + params_.request_holdoff) : now;
+  set_timer(request_queue_, s.request_due, source, due);
+}
+
+void route_table::set_timer(timer_queue& q, std::optional<time_point>& slot, node_id source,
+                            std::optional<time_point> due) {
+  if (slot) q.erase({*slot, source});
+  slot = due;
+  if (due) q.insert({*due, source});
+}
+
+// Forgetting drops the feasibility distance too (as babeld's source GC does). That is safe because the
+// source has been unreachable here for source_expiry(): every finite route we advertised for it has been
+// retracted or has timed out at our neighbours, so nobody can route through us.
+void route_table::forget(std::map<node_id, source_state>::iterator it) {
+  source_state& s = it->second;
+  for (const auto& [n, r] : s.via) hold_queue_.erase({r.held_until, it->first, n});
+  set_timer(trigger_queue_, s.trigger_due, it->first, std::nullopt);
+  set_timer(request_queue_, s.request_due, it->first, std::nullopt);
+  set_timer(expiry_queue_, s.expiry_due, it->first, std::nullopt);
+  if (s.next_hop) routes_changed_ = true;
+  sources_.erase(it);
+}
+
+void route_table::drop_route(node_id source, source_state& s, node_id neighbour) {
+  auto it = s.via.find(neighbour);
+  hold_queue_.erase({it->second.held_until, source, neighbour});
+  s.via.erase(it);
+}
+
+// Called at the end of every mutating entry point: one generation step per call that changed anything.
+void route_table::finish_mutation() {
+  if (index_dirty_) {
+    auto old = std::move(owner_index_);
+    rebuild_owner_index();
+    if (old != owner_index_) routes_changed_ = true;
+    index_dirty_ = false;
+  }
+  if (routes_changed_) ++generation_;
+  routes_changed_ = false;
+}
+
+// Rule 9: rebuilt only when a reachable source's intervals or the set of reachable sources changed, into a
+// sorted vector searched in O(log n). Normally intervals are disjoint and a sort is all it takes. Stale
+// overlaps (a migration in flight) resolve deterministically: sources are painted in precedence order (self,
+// then ascending node_id) and each only fills what is still free.
+void route_table::rebuild_owner_index() {
+  std::vector<owner_slot> by_precedence;
+  for (const auto& iv : own_intervals_) by_precedence.push_back({iv.lo, iv.hi, self_});
+  for (const auto& [source, s] : sources_) {
+    if (!s.next_hop) continue;
+    for (const auto& iv : s.intervals) {
+      if (iv.lo < iv.hi) by_precedence.push_back({iv.lo, iv.hi, source});
+    }
+  }
+  owner_index_ = by_precedence;
+  auto by_lo = [](const owner_slot& x, const owner_slot& y) { return x.lo < y.lo; };
+  std::sort(owner_index_.begin(), owner_index_.end(), by_lo);
+  const bool overlap = std::adjacent_find(owner_index_.begin(), owner_index_.end(), [](const auto& x, const auto& y) {
+                         return y.lo < x.hi;
+                       }) != owner_index_.end();
+  if (!overlap) return;
+
+  std::map<std::uint64_t, owner_slot> painted;  // lo -> slot
+  for (const owner_slot& want : by_precedence) {
+    std::uint64_t cur = want.lo;
+    auto it = painted.upper_bound(cur);
+    if (it != painted.begin() && std::prev(it)->second.hi > cur) cur = std::prev(it)->second.hi;
+    while (cur < want.hi) {
+      it = painted.lower_bound(cur);  // first slot at or after cur; nothing covers cur itself
+      const std::uint64_t gap_end = it == painted.end() ? want.hi : std::min(want.hi, it->first);
+      if (cur < gap_end) painted.emplace_hint(it, cur, owner_slot{cur, gap_end, want.owner});
+      if (it == painted.end()) break;
+      cur = it->second.hi;
+    }
+  }
+  owner_index_.clear();
+  for (const auto& [lo, slot] : painted) owner_index_.push_back(slot);
+}
+
+}  // namespace phoenix::overlay

@@ -1,0 +1,269 @@
+// overlay/route_table.hpp — the overlay's routing table: DSDV (Perkins & Bhagwat, SIGCOMM'94) made loop-free
+// with Babel's feasibility condition (RFC 8966 2.4, 3.5.1, 3.7-3.8).
+//
+// Every node originates one source (itself): its resource name plus the intervals of the virtual node space
+// it assumes, stamped with a destination sequence number only it increments (even; an odd seqno is DSDV's mark
+// of a route someone found broken). For every other source the table keeps what each neighbour last
+// advertised, selects one route (newest seqno, then fewest hops, among feasible routes only) and decides what
+// to advertise and when.
+//
+// Contract:
+//  - Pure and deterministic: no I/O, no clock reads, no threads, no randomness. Every call that depends on
+//    time takes `now`; the caller owns timing and must pass non-decreasing times.
+//  - Single-threaded: one owner calls everything; const members may run concurrently only with each other.
+//  - Expected failures are values; nothing here throws except std::bad_alloc.
+//  - Loop freedom (RFC 8966 2.4): a node only selects a route whose advertised (seqno, metric) is strictly
+//    better than the feasibility distance of what it has itself advertised; it counts everything returned by
+//    collect_triggered()/full_dump() as advertised. That holds even if frames are lost or reordered; the
+//    caller must still send those updates to every neighbour that is up, or routes will not converge.
+//  - Neighbours are assumed to run with the same route_params: how long a neighbour's route is held without
+//    being refreshed derives from full_dump_interval (see route_hold_time()).
+//  - Seqno 0 is never valid (own seqnos start at 2); seqnos are compared as plain integers (64 bits do not
+//    wrap in practice).
+//
+// Driving it (what the overlay does on every event and on its timer):
+//     table.on_update(...) / on_request(...) / neighbour_up(...) / ...
+//     if (auto u = table.collect_triggered(now)) send *u to every neighbour;
+//     if (table.full_dump_due(now))              send table.full_dump(now) to every neighbour;
+//     for (auto& [n, r] : table.collect_requests(now)) send r to n;
+//     table.expire(now);
+//     re-arm the timer at table.next_deadline();
+//   and whenever generation() changed, re-examine messages waiting for a route or an owner.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace phoenix::overlay {
+
+using node_id = std::uint64_t;
+using time_point = std::chrono::steady_clock::time_point;
+constexpr std::uint16_t infinite_metric = 0xFFFF;
+
+// Half-open interval [lo, hi) of the virtual node space.
+struct route_interval {
+  std::uint64_t lo = 0, hi = 0;
+  friend bool operator==(const route_interval&, const route_interval&) = default;
+};
+
+// One destination as carried in an update. metric is the sender's own metric (its hop count to source).
+struct route_entry {
+  node_id source = 0;
+  std::uint64_t seqno = 0;
+  std::uint16_t metric = 0;
+  std::vector<route_interval> intervals;  // the source's assumed intervals (sorted, disjoint); empty if retracted
+  friend bool operator==(const route_entry&, const route_entry&) = default;
+};
+
+struct route_update {
+  bool full_dump = false;  // informational for the receiver: updates may be split, so absence means nothing
+  std::vector<route_entry> entries;
+  friend bool operator==(const route_update&, const route_update&) = default;
+};
+
+// RFC 8966 3.8.1: "please advertise `source` with a seqno >= `seqno`".
+struct route_request {
+  node_id source = 0;
+  std::uint64_t seqno = 0;
+  std::uint8_t hop_limit = 0;
+  friend bool operator==(const route_request&, const route_request&) = default;
+};
+
+struct route_params {
+  std::chrono::milliseconds full_dump_interval{10000};
+  std::chrono::milliseconds max_settling_time{200};  // cap on DSDV settling delay
+  std::chrono::milliseconds expiry{60000};           // an unreachable source is forgotten after this (but see
+                                                     // route_table::source_expiry())
+  std::chrono::milliseconds request_holdoff{200};    // min gap between two seqno requests for one source
+};
+
+class route_table {
+ public:
+  static constexpr std::uint8_t request_hop_limit = 64;
+
+  route_table(node_id self, route_params params, time_point now);
+
+  node_id self() const { return self_; }
+  std::uint64_t own_seqno() const { return own_seqno_; }
+  const std::vector<route_interval>& local_intervals() const { return own_intervals_; }
+
+  // --- local events ---
+  // Replaces this node's intervals (normalised: sorted, merged, empty ones dropped); bumps own seqno, triggers.
+  void set_local_intervals(std::vector<route_interval> intervals, time_point now);
+  // Bumps own seqno (so the fresh route beats any odd poison), triggers, and makes a full dump due at once
+  // so the new neighbour learns the whole table.
+  void neighbour_up(node_id n, time_point now);
+  // Drops routes via n. A source that still has a feasible route switches to it (triggered only if the metric
+  // changes); one that has none becomes unreachable and, if we had advertised a route for it, is poisoned at
+  // once with an odd seqno (DSDV); a seqno request is queued if some neighbour holds a route we cannot use.
+  void neighbour_down(node_id n, time_point now);
+
+  // --- input from a neighbour (already authenticated and decoded) ---
+  // Ignored if `from` is self or not a neighbour that is up (a late frame from a dead link must not
+  // resurrect routes through it).
+  void on_update(node_id from, const route_update& u, time_point now);
+
+  struct request_action {
+    enum kind_t { none, bumped_own, forward } kind = none;
+    node_id forward_to = 0;
+    route_request forwarded;
+  };
+  // A seqno request arrived from neighbour `from` (RFC 8966 3.8.1.2). bumped_own: this node is the source;
+  // its seqno is now >= r.seqno (raised to the next even value if it was below) and its entry is triggered.
+  // forward: send `forwarded` to `forward_to` (our next hop, or without one the neighbour with the best route we
+  // cannot use; never `from`; duplicates within request_holdoff are dropped). none: nothing to send beyond
+  // what collect_triggered() returns (a request we can satisfy triggers a re-advertisement).
+  request_action on_request(node_id from, const route_request& r, time_point now);
+
+  // --- queries (O(log n)) ---
+  std::optional<node_id> next_hop(node_id destination) const;  // nullopt if unreachable or unknown; never self
+  // The reachable source (or self) whose advertised intervals contain vnode. Overlaps (stale intervals during
+  // a migration) resolve to self first, then to the lowest node_id: stable across seqno bumps.
+  std::optional<node_id> owner_of(std::uint64_t vnode) const;
+  bool is_reachable(node_id destination) const;
+  // Increments whenever any next hop, reachability or the vnode->owner index changes.
+  std::uint64_t generation() const { return generation_; }
+
+  // --- output ---
+  // Entries whose advertisement changed (reachability, metric or intervals against what was last sent) and
+  // whose settling delay has passed, or nullopt. Updates feasibility distances. A newer seqno with a worse
+  // metric than last advertised waits settling_time(); a change undone before it went out is not sent.
+  std::optional<route_update> collect_triggered(time_point now);
+  bool full_dump_due(time_point now) const { return now >= next_full_dump_; }
+  // Every known source incl. self and unreachable ones; bumps own seqno (DSDV periodic) and restarts the full
+  // dump period. May be sent to every neighbour (periodic) or to a new neighbour only: pending triggered
+  // entries are not cancelled, since the other neighbours may still need them.
+  route_update full_dump(time_point now);
+  std::vector<std::pair<node_id, route_request>> collect_requests(time_point now);  // (neighbour, request)
+  time_point next_deadline() const;  // earliest time collect_triggered/full_dump/collect_requests/expire is due
+  // Drops neighbour routes not refreshed for route_hold_time() and forgets sources unreachable for
+  // source_expiry().
+  void expire(time_point now);
+  // RFC 8966 appendix B: a route is held for 3.5 update intervals. Every full dump names every source the
+  // neighbour knows, so a live neighbour refreshes all its routes; one that stops (lost frames, a source it
+  // forgot) loses them here. Assumes neighbours use the same full_dump_interval.
+  std::chrono::nanoseconds route_hold_time() const { return params_.full_dump_interval * 7 / 2; }
+  // max(params.expiry, route_hold_time() + full_dump_interval). Forgetting a source forgets its feasibility
+  // distance, which is only safe once no neighbour can still hold a finite route we advertised: those are gone
+  // route_hold_time() after our last finite advertisement (one more interval covers frames in flight).
+  std::chrono::nanoseconds source_expiry() const {
+    return std::max<std::chrono::nanoseconds>(params_.expiry, route_hold_time() + params_.full_dump_interval);
+  }
+
+  // --- introspection (for the shell/tests) ---
+  struct route_view {
+    node_id destination;
+    node_id next_hop;  // 0 (meaningless) when metric == infinite_metric, i.e. unreachable
+    std::uint64_t seqno;
+    std::uint16_t metric;
+    std::vector<route_interval> intervals;
+  };
+  std::vector<route_view> routes() const;  // selected route per known destination (excluding self), by id
+  std::vector<node_id> neighbours() const { return {neighbours_.begin(), neighbours_.end()}; }
+  // Current DSDV settling delay for source: 2 x EWMA (weight 1/4, starting at 0) of the gap between the first
+  // and the best arrival of each of its seqnos, capped at max_settling_time.
+  std::chrono::nanoseconds settling_time(node_id source) const;
+  // True while a triggered update or a seqno request is waiting (for tests and the shell).
+  bool has_pending_output() const { return !trigger_queue_.empty() || !request_queue_.empty(); }
+
+ private:
+  using timer_queue = std::set<std::pair<time_point, node_id>>;
+
+  struct neighbour_route {  // what one neighbour last advertised for a source (rule 1)
+    std::uint64_t seqno = 0;
+    std::uint16_t metric = infinite_metric;  // as advertised, i.e. without our hop
+    std::vector<route_interval> intervals;
+    time_point held_until{};  // dropped if not refreshed by then (key in hold_queue_)
+  };
+  struct feasibility_distance {  // RFC 8966 3.5.1, with DSDV seqnos
+    std::uint64_t seqno = 0;
+    std::uint16_t metric = infinite_metric;
+  };
+  struct source_state {
+    std::map<node_id, neighbour_route> via;
+    // The selection. Unreachable when next_hop is empty; then metric is infinite and seqno is the newest
+    // retraction known (the one we advertise).
+    std::optional<node_id> next_hop;
+    std::uint64_t seqno = 0;
+    std::uint16_t metric = infinite_metric;
+    std::vector<route_interval> intervals;
+    std::optional<feasibility_distance> fd;
+    // What our neighbours last heard from us: triggers compare with it, so a change that is undone before it
+    // went out (DSDV settling) costs nothing.
+    std::uint64_t advertised_seqno = 0;
+    std::uint16_t advertised_metric = infinite_metric;
+    bool intervals_unadvertised = false;
+    bool advert_requested = false;  // a seqno request we can satisfy asked for a re-advertisement
+    std::uint64_t retracted_seqno = 0;  // seqno of the last retraction this node originated (0 = none)
+    time_point unreachable_since{};
+    // DSDV settling: arrivals of the newest seqno seen, and the EWMA of first-to-best gaps.
+    std::uint64_t arrival_seqno = 0;
+    std::uint16_t arrival_best_metric = infinite_metric;
+    time_point first_arrival{}, best_arrival{};
+    std::chrono::nanoseconds settling_avg{0};
+    // Pending work; mirrors of the keys in the timer queues so they can be removed.
+    std::optional<time_point> trigger_due, request_due, expiry_due;
+    time_point last_request{};
+    bool ever_requested = false;
+    std::uint64_t forwarded_seqno = 0;  // RFC 8966 3.8.1.2: duplicate suppression of forwarded requests
+    time_point forwarded_at{};
+  };
+  struct selection {
+    std::optional<node_id> next_hop;
+    std::uint64_t seqno = 0;
+    std::uint16_t metric = infinite_metric;
+    std::vector<route_interval> intervals;
+  };
+  struct owner_slot {  // [lo, hi) is owned by owner
+    std::uint64_t lo = 0, hi = 0;
+    node_id owner = 0;
+    friend bool operator==(const owner_slot&, const owner_slot&) = default;
+  };
+
+  // route choice, layered like babeld's route.c
+  static bool route_feasible(const source_state& s, const neighbour_route& r);
+  static std::uint64_t newest_retraction(const source_state& s);
+  static bool route_is_candidate(const source_state& s, const neighbour_route& r, std::uint64_t newest_retraction);
+  static std::optional<node_id> best_route(const source_state& s);
+  static std::optional<node_id> request_target(const source_state& s, node_id from);
+  void select_route(node_id source, source_state& s, time_point now);
+  void apply_selection(node_id source, source_state& s, selection next, time_point now);
+
+  // bookkeeping
+  void note_arrival(source_state& s, const neighbour_route& r, time_point now);
+  void store_route(node_id from, const route_entry& e, time_point now);
+  void note_about_self(const route_entry& e, time_point now);
+  void bump_own_seqno_to_at_least(std::uint64_t seqno, time_point now);
+  std::optional<time_point>& trigger_slot(node_id source);
+  void schedule_trigger(node_id source, time_point due);
+  void schedule_request(node_id source, source_state& s, time_point now);
+  void set_timer(timer_queue& q, std::optional<time_point>& slot, node_id source, std::optional<time_point> due);
+  route_entry advertise(node_id source);  // builds the entry and records the feasibility distance
+  void forget(std::map<node_id, source_state>::iterator it);
+  void drop_route(node_id source, source_state& s, node_id neighbour);
+  void finish_mutation();
+  void rebuild_owner_index();
+
+  node_id self_;
+  route_params params_;
+  std::uint64_t own_seqno_ = 2;
+  std::vector<route_interval> own_intervals_;
+  std::set<node_id> neighbours_;
+  std::map<node_id, source_state> sources_;  // never contains self_
+  std::vector<owner_slot> owner_index_;  // sorted by lo, disjoint
+  timer_queue trigger_queue_, request_queue_, expiry_queue_;
+  std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
+  std::optional<time_point> own_trigger_due_;
+  time_point next_full_dump_;
+  std::uint64_t generation_ = 0;
+  bool routes_changed_ = false;  // a next hop or reachability changed during this call
+  bool index_dirty_ = false;     // the inputs of owner_index_ changed during this call
+};
+
+}  // namespace phoenix::overlay

@@ -1,0 +1,143 @@
+// phoenix/node.hpp — the C++ face of the phoenix runtime.
+//
+// A phoenix::Node is one physical node of the Phoenix model (paper, section 3): it has a resource name, joins
+// an overlay of other nodes through ph_add_port-style links, assumes intervals of the virtual node space [0, L)
+// and sends and receives messages addressed to virtual nodes. Several Nodes may live in one process; each owns
+// its own endpoint, resource name and I/O thread.
+//
+// Threads: every member function may be called from any thread. recv(), recv_for() block the calling thread;
+// while it waits, that thread drives the node's I/O itself (spins briefly, then blocks in the event loop), so a
+// message is handed to the waiting thread without a thread switch. All other calls return without waiting on
+// the network. Errors are std::error_code values in phoenix::error_category(); their values are the PH_E* codes
+// of phoenix/phoenix.h, so the C and C++ faces agree.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <phoenix/bytes.hpp>
+#include <phoenix/phoenix.h>
+
+namespace phoenix {
+
+using vp_t = std::uint64_t;
+
+// Half-open interval [lo, hi) of the virtual node space.
+struct Interval {
+  vp_t lo = 0;
+  vp_t hi = 0;
+  bool empty() const { return lo >= hi; }
+  bool contains(vp_t v) const { return lo <= v && v < hi; }
+  friend bool operator==(const Interval&, const Interval&) = default;
+};
+
+inline constexpr int any_tag = PH_ANY_TAG;
+
+PH_API const std::error_category& error_category();
+PH_API std::error_code make_error_code(int ph_code);
+
+// One received message. Owns its bytes; move-only.
+class PH_API Message {
+ public:
+  Message() = default;
+  Message(vp_t dest, vp_t source, int tag, Bytes body)
+      : dest_(dest), source_(source), tag_(tag), body_(std::move(body)) {}
+
+  const std::byte* data() const { return body_.data(); }
+  std::size_t size() const { return body_.size(); }
+  std::span<const std::byte> bytes() const { return body_; }
+  int tag() const { return tag_; }
+  vp_t dest() const { return dest_; }      // the virtual node (or resource name) it was sent to
+  vp_t source() const { return source_; }  // the sender's resource name
+  Bytes take_body() && { return std::move(body_); }
+
+ private:
+  vp_t dest_ = 0;
+  vp_t source_ = 0;
+  int tag_ = 0;
+  Bytes body_;
+};
+
+// What a node knows of the overlay, for tools and tests (the shell's `routes`, `links`).
+struct RouteInfo {
+  vp_t destination = 0;   // a resource name
+  vp_t next_hop = 0;      // a neighbour's resource name; 0 when unreachable
+  std::uint64_t seqno = 0;
+  std::uint32_t metric = 0;  // hops; 0xFFFF means unreachable
+  std::vector<Interval> intervals;
+};
+struct LinkInfo {
+  vp_t peer = 0;          // the neighbour's resource name (0 before the handshake completes)
+  std::string address;    // the remote endpoint
+  std::string state;      // "connecting", "handshake", "up", "down"
+  bool outbound = false;  // true when this node dialled it (ph_add_port)
+  std::uint64_t frames_unacked = 0;
+  std::uint64_t bytes_queued = 0;
+};
+struct RoutingSnapshot {
+  vp_t self = 0;
+  std::uint64_t seqno = 0;
+  std::vector<Interval> assumed;
+  std::vector<RouteInfo> routes;
+  std::vector<LinkInfo> links;
+  std::uint64_t waiting_messages = 0;  // messages held for lack of a route
+  std::uint64_t waiting_bytes = 0;
+  std::uint64_t links_lost = 0;        // times an established link broke since initialize
+};
+
+struct Config;  // phoenix/config.hpp
+
+class PH_API Node {
+ public:
+  // Configuration comes from the file named by PHOENIX_CONFIG (if set) and PHOENIX_* environment variables.
+  Node();
+  explicit Node(const Config& config);
+  ~Node();  // finalizes without a log if still running
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // lifecycle (paper 3.3)
+  std::error_code initialize(std::string_view port, const char* log_in = nullptr);
+  std::error_code add_port(std::string_view peer);
+  vp_t resource_name() const;
+  vp_t space_size() const;
+  std::string local_port() const;  // the endpoint actually bound, e.g. "tcp://127.0.0.1:40123"
+  std::error_code finalize(const char* log_out = nullptr);
+  bool running() const;
+
+  // messages
+  std::error_code send(vp_t dest, int tag, std::span<const std::byte> data);
+  std::error_code send(vp_t dest, int tag, const void* data, std::size_t len) {
+    return send(dest, tag, std::span(static_cast<const std::byte*>(data), len));
+  }
+  std::optional<Message> recv(int tag = any_tag);
+  std::optional<Message> try_recv(int tag = any_tag);
+  std::optional<Message> recv_for(int tag, std::chrono::milliseconds timeout);
+
+  // mapping
+  std::error_code assume(Interval s);
+  std::error_code release(Interval s);
+  std::vector<Interval> assumed() const;
+
+  // introspection
+  RoutingSnapshot routing_snapshot() const;
+
+  // Fault injection for tests and drills: closes every link's connection abruptly, as a network failure
+  // would. Nothing is lost: the links are redialled and unacknowledged messages resent. Returns how many.
+  std::size_t drop_links();
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace phoenix

@@ -1,0 +1,77 @@
+/* phoenix/phoenix.h — the C API of the phoenix runtime (Phoenix paper, section 3.3).
+ *
+ * Every call works on one process-wide default node. Any thread may call any function; ph_recv* block the
+ * caller, everything else returns without waiting on the network. Every int-returning call returns 0 (or a
+ * count) on success and a negative PH_E* code on failure; ph_strerror() gives its text.
+ *
+ * The C++ face of the same runtime, with several nodes per process, is phoenix/node.hpp.
+ */
+#ifndef PHOENIX_PHOENIX_H
+#define PHOENIX_PHOENIX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(PHOENIX_BUILDING_LIBRARY)
+#define PH_API __attribute__((visibility("default")))
+#else
+#define PH_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t ph_vp_t;                    /* virtual node in [0, L), or a resource name (>= L)   */
+typedef struct { ph_vp_t lo, hi; } ph_vps_t; /* half-open interval [lo, hi)                         */
+typedef struct ph_msg ph_msg_t;              /* opaque; the caller frees it with ph_msg_free        */
+
+#define PH_ANY_TAG (-1)
+
+/* Error codes: every int-returning call returns 0 (or a count) or one of these. */
+#define PH_OK 0
+#define PH_EINVAL (-1)       /* a bad argument                                                    */
+#define PH_ESTATE (-2)       /* not allowed in this state (not initialized, initialized twice, ...) */
+#define PH_EAGAIN (-3)       /* the bound on waiting messages is reached: try again later          */
+#define PH_ETOOBIG (-4)      /* the message is larger than max_message_bytes                       */
+#define PH_EADDR (-5)        /* an address that cannot be parsed or bound                          */
+#define PH_EOVERLAP (-6)     /* ph_assume of a virtual node this node already assumes               */
+#define PH_ENOTASSUMED (-7)  /* ph_release of a virtual node this node does not assume             */
+#define PH_ECONFIG (-8)      /* the configuration (file or environment) is invalid                 */
+#define PH_EIO (-9)          /* a file could not be read or written                                */
+#define PH_ETIMEDOUT (-10)   /* a timed call ran out of time                                       */
+#define PH_EKEY (-11)        /* the cluster key file is missing or unreadable                      */
+#define PH_ENOTSUP (-12)     /* not supported by this build (e.g. an address scheme)               */
+
+/* lifecycle (paper 3.3) */
+PH_API int ph_initialize(const char *port, const char *log_in);
+PH_API int ph_add_port(const char *peer);
+PH_API ph_vp_t ph_resource_name(void);
+PH_API ph_vp_t ph_space_size(void); /* L */
+PH_API const char *ph_local_port(void);
+PH_API int ph_finalize(const char *log_out);
+
+/* messages */
+PH_API int ph_send(ph_vp_t dest, int tag, const void *data, size_t len);
+PH_API ph_msg_t *ph_recv(int tag);
+PH_API ph_msg_t *ph_try_recv(int tag);
+PH_API ph_msg_t *ph_recv_timeout(int tag, int timeout_ms);
+PH_API const void *ph_msg_data(const ph_msg_t *m);
+PH_API size_t ph_msg_size(const ph_msg_t *m);
+PH_API int ph_msg_tag(const ph_msg_t *m);
+PH_API ph_vp_t ph_msg_dest(const ph_msg_t *m);
+PH_API ph_vp_t ph_msg_source(const ph_msg_t *m);
+PH_API void ph_msg_free(ph_msg_t *m);
+
+/* mapping */
+PH_API int ph_assume(ph_vps_t s);
+PH_API int ph_release(ph_vps_t s);
+PH_API int ph_assumed(ph_vps_t *out, size_t max);
+
+PH_API const char *ph_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PHOENIX_PHOENIX_H */

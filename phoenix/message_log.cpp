@@ -1,0 +1,85 @@
+#include "phoenix/message_log.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "overlay/frame.hpp"
+
+namespace phoenix {
+
+namespace {
+
+constexpr char magic[9] = "PHXLOG01";
+constexpr char trailer[9] = "PHXEND01";
+constexpr std::size_t record_head_bytes = 32;
+
+std::string io_error(const std::filesystem::path& file, const char* what) {
+  return std::string(what) + " " + file.string() + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
+std::string write_message_log(const std::filesystem::path& file, const std::vector<overlay::packet>& packets) {
+  auto tmp = file;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return io_error(tmp, "cannot create");
+    out.write(magic, 8);
+    std::byte head[record_head_bytes];
+    for (const auto& p : packets) {
+      overlay::store_le<std::uint64_t>(head, p.dest);
+      overlay::store_le<std::uint64_t>(head + 8, p.source);
+      overlay::store_le<std::uint32_t>(head + 16, static_cast<std::uint32_t>(p.tag));
+      overlay::store_le<std::uint32_t>(head + 20, 0);
+      overlay::store_le<std::uint64_t>(head + 24, p.body.size());
+      out.write(reinterpret_cast<const char*>(head), record_head_bytes);
+      out.write(reinterpret_cast<const char*>(p.body.data()), static_cast<std::streamsize>(p.body.size()));
+    }
+    out.write(trailer, 8);
+    std::byte count[8];
+    overlay::store_le<std::uint64_t>(count, packets.size());
+    out.write(reinterpret_cast<const char*>(count), 8);
+    out.flush();
+    if (!out) return io_error(tmp, "cannot write");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) return "cannot rename " + tmp.string() + " to " + file.string() + ": " + ec.message();
+  return "";
+}
+
+std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return io_error(file, "cannot open");
+  char m[8];
+  if (!in.read(m, 8) || std::memcmp(m, magic, 8) != 0) return file.string() + ": not a phoenix message log";
+  const auto size = std::filesystem::file_size(file);
+  std::vector<overlay::packet> packets;
+  for (;;) {
+    std::byte head[record_head_bytes];
+    if (!in.read(reinterpret_cast<char*>(head), 16)) return file.string() + ": truncated (no trailer)";
+    if (std::memcmp(head, trailer, 8) == 0) {
+      if (overlay::load_le<std::uint64_t>(head + 8) != packets.size())
+        return file.string() + ": record count does not match the trailer";
+      break;
+    }
+    if (!in.read(reinterpret_cast<char*>(head) + 16, record_head_bytes - 16))
+      return file.string() + ": truncated record";
+    overlay::packet p;
+    p.dest = overlay::load_le<std::uint64_t>(head);
+    p.source = overlay::load_le<std::uint64_t>(head + 8);
+    p.tag = static_cast<std::int32_t>(overlay::load_le<std::uint32_t>(head + 16));
+    const auto length = overlay::load_le<std::uint64_t>(head + 24);
+    if (length > size) return file.string() + ": record longer than the file";
+    p.body.resize(length);
+    if (!in.read(reinterpret_cast<char*>(p.body.data()), static_cast<std::streamsize>(length)))
+      return file.string() + ": truncated body";
+    packets.push_back(std::move(p));
+  }
+  for (auto& p : packets) out.push_back(std::move(p));
+  return "";
+}
+
+}  // namespace phoenix

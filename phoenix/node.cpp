@@ -1,0 +1,331 @@
+// node.cpp — phoenix::Node: one physical node of the Phoenix model over the overlay.
+#include <phoenix/node.hpp>
+
+#include <openssl/rand.h>
+#include <spdlog/cfg/env.h>
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include <phoenix/config.hpp>
+
+#include "overlay/cluster_key.hpp"
+#include "overlay/log.hpp"
+#include "overlay/overlay.hpp"
+#include "phoenix/log.hpp"
+#include "phoenix/message_log.hpp"
+#include "phoenix/progress.hpp"
+
+namespace phoenix {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// How long ph_finalize waits for what this node still has to send or forward before writing the rest to
+// its log (paper 3.3: it tries not to log messages meant for other nodes).
+constexpr auto drain_timeout = std::chrono::seconds(5);
+constexpr auto goodbye_timeout = std::chrono::seconds(1);
+
+// Outside [0, L), unique per incarnation with high probability (paper 3.3, footnote 1).
+vp_t make_resource_name(std::uint64_t space_size) {
+  std::uint64_t r = 0;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(&r), sizeof r) != 1) {
+    std::random_device rd;
+    r = (std::uint64_t{rd()} << 32) ^ rd();
+  }
+  const std::uint64_t span = ~std::uint64_t{0} - space_size;  // names in [L, 2^64 - 1)
+  return space_size + r % span;
+}
+
+std::optional<spdlog::level::level_enum> parse_level(const std::string& s) {
+  const auto l = spdlog::level::from_str(s);
+  if (l == spdlog::level::off && s != "off") return std::nullopt;
+  return l;
+}
+
+}  // namespace
+
+class Node::Impl {
+ public:
+  explicit Impl(ConfigResult r) : config_(std::move(r.config)), config_error_(std::move(r.error)) {}
+
+  std::error_code initialize(std::string_view port, const char* log_in);
+  std::error_code finalize(const char* log_out);
+  std::error_code send(vp_t dest, int tag, std::span<const std::byte> data);
+  std::optional<Message> receive(int tag, clock::time_point deadline);
+  std::optional<Message> take(int tag);
+  std::error_code assume(Interval s);
+  std::error_code release(Interval s);
+
+  Config config_;
+  std::string config_error_;
+  std::atomic<bool> running_{false};
+  vp_t resource_name_ = 0;
+  std::string local_port_;
+  std::unique_ptr<progress_engine> progress_;
+  std::unique_ptr<overlay::overlay> overlay_;
+
+  std::mutex inbox_mu_;
+  std::deque<Message> inbox_;
+
+ private:
+  std::error_code fail(int code, const std::string& why);
+  void deliver(overlay::packet&& p);
+  overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
+  std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
+};
+
+std::error_code Node::Impl::fail(int code, const std::string& why) {
+  logger()->error("{}: {}", config_.name, why);
+  return make_error_code(code);
+}
+
+overlay::overlay_config Node::Impl::overlay_config(std::vector<std::byte> key) const {
+  overlay::overlay_config oc;
+  oc.name = config_.name;
+  oc.space_size = config_.space_size;
+  oc.cluster_key = std::move(key);
+  oc.retry_interval = std::chrono::milliseconds(config_.retry_interval_ms);
+  oc.max_waiting_bytes = config_.max_waiting_bytes;
+  oc.max_message_bytes = config_.max_message_bytes;
+  oc.link_window_bytes = config_.link_window_bytes;
+  oc.full_dump_interval = std::chrono::milliseconds(config_.full_dump_interval_ms);
+  oc.hop_limit = static_cast<std::uint8_t>(config_.hop_limit);
+  return oc;
+}
+
+std::error_code Node::Impl::initialize(std::string_view port, const char* log_in) {
+  if (running_) return make_error_code(PH_ESTATE);
+  if (!config_error_.empty()) return fail(PH_ECONFIG, config_error_);
+  if (config_.name.empty()) config_.name = default_node_name();
+  if (const auto problem = validate(config_); !problem.empty()) return fail(PH_ECONFIG, problem);
+  const auto level = parse_level(config_.log_level);
+  if (!level) return fail(PH_ECONFIG, "unknown log_level '" + config_.log_level + "'");
+  logger()->set_level(*level);
+  overlay::logger()->set_level(*level);
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=overlay=debug wins over the configuration
+
+  std::vector<std::byte> key;
+  if (config_.cluster_key_file.empty()) {
+    logger()->warn("{}: no cluster_key_file configured: using the public development key (anyone can join)",
+                   config_.name);
+    key = overlay::development_key();
+  } else {
+    auto k = overlay::load_cluster_key(config_.cluster_key_file);
+    if (!k.error.empty()) return fail(PH_EKEY, k.error);
+    if (!k.warning.empty()) logger()->warn("{}: {}", config_.name, k.warning);
+    key = std::move(k.key);
+  }
+
+  std::vector<overlay::packet> logged;
+  if (log_in && *log_in) {
+    if (auto err = read_message_log(log_in, logged); !err.empty()) return fail(PH_EIO, err);
+  }
+
+  resource_name_ = make_resource_name(config_.space_size);
+  progress_ = std::make_unique<progress_engine>();
+  overlay_ = std::make_unique<overlay::overlay>(progress_->io(), overlay_config(std::move(key)), resource_name_,
+                                                [this](overlay::packet&& p) { deliver(std::move(p)); });
+  const std::string listen = port.empty() ? config_.listen : std::string(port);
+  std::string error;
+  if (overlay_->listen(listen, local_port_, &error)) {
+    overlay_.reset();
+    progress_.reset();
+    return fail(PH_EADDR, error);
+  }
+  for (const auto& s : config_.assume) overlay_->assume({s.lo, s.hi});
+  for (const auto& peer : config_.peers) {
+    if (overlay_->add_port(peer, &error)) {
+      overlay_.reset();
+      progress_.reset();
+      return fail(PH_EADDR, error);
+    }
+  }
+  for (auto& p : logged) overlay_->inject(std::move(p));
+  logger()->info("{}: initialized as {} on {} ({} logged messages)", config_.name, resource_name_, local_port_,
+                 logged.size());
+  progress_->start_background();
+  running_ = true;
+  return {};
+}
+
+void Node::Impl::deliver(overlay::packet&& p) {
+  std::lock_guard lock(inbox_mu_);
+  inbox_.emplace_back(p.dest, p.source, p.tag, std::move(p.body));
+}
+
+std::optional<Message> Node::Impl::take(int tag) {
+  std::lock_guard lock(inbox_mu_);
+  const auto it = tag == any_tag ? inbox_.begin()
+                                 : std::find_if(inbox_.begin(), inbox_.end(),
+                                                [tag](const Message& m) { return m.tag() == tag; });
+  if (it == inbox_.end()) return std::nullopt;
+  Message m = std::move(*it);
+  inbox_.erase(it);
+  return m;
+}
+
+std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline) {
+  if (tag < any_tag) return std::nullopt;
+  if (auto m = take(tag)) return m;
+  if (!running_) return std::nullopt;
+  std::optional<Message> got;
+  progress_->drive_until([&] { return (got = take(tag)).has_value(); }, deadline);
+  return got;
+}
+
+std::error_code Node::Impl::send(vp_t dest, int tag, std::span<const std::byte> data) {
+  if (!running_) return make_error_code(PH_ESTATE);
+  if (tag < 0 || (data.data() == nullptr && !data.empty())) return make_error_code(PH_EINVAL);
+  if (data.size() > config_.max_message_bytes) return make_error_code(PH_ETOOBIG);
+  overlay::packet p;
+  p.dest = dest;
+  p.tag = tag;
+  p.body.assign(data.begin(), data.end());
+  if (overlay_->held_bytes() + p.footprint() > config_.max_waiting_bytes) return make_error_code(PH_EAGAIN);
+  progress_->execute([ov = overlay_.get(), p = std::move(p)]() mutable { ov->send(std::move(p)); });
+  return {};
+}
+
+std::vector<overlay::packet> Node::Impl::take_inbox_packets(const std::function<bool(vp_t)>& which) {
+  std::vector<overlay::packet> out;
+  std::lock_guard lock(inbox_mu_);
+  for (auto it = inbox_.begin(); it != inbox_.end();) {
+    if (!which(it->dest())) {
+      ++it;
+      continue;
+    }
+    overlay::packet p;
+    p.dest = it->dest();
+    p.source = it->source();
+    p.tag = it->tag();
+    p.hops_left = static_cast<std::uint8_t>(config_.hop_limit);
+    p.body = std::move(*it).take_body();
+    out.push_back(std::move(p));
+    it = inbox_.erase(it);
+  }
+  return out;
+}
+
+std::error_code Node::Impl::assume(Interval s) {
+  if (!running_) return make_error_code(PH_ESTATE);
+  if (s.empty() || s.hi > config_.space_size) return make_error_code(PH_EINVAL);
+  const auto r = progress_->call([&] { return overlay_->assume({s.lo, s.hi}); });
+  return r == overlay::interval_set::result::ok ? std::error_code{} : make_error_code(PH_EOVERLAP);
+}
+
+// Paper 3.3 and API.md "Release": messages for s queued here and not yet received go back into the overlay,
+// to the next node that assumes s.
+std::error_code Node::Impl::release(Interval s) {
+  if (!running_) return make_error_code(PH_ESTATE);
+  if (s.empty() || s.hi > config_.space_size) return make_error_code(PH_EINVAL);
+  return progress_->call([&] {
+    if (overlay_->release({s.lo, s.hi}) != overlay::interval_set::result::ok) return make_error_code(PH_ENOTASSUMED);
+    for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); })) overlay_->inject(std::move(p));
+    return std::error_code{};
+  });
+}
+
+std::error_code Node::Impl::finalize(const char* log_out) {
+  if (!running_.exchange(false)) return make_error_code(PH_ESTATE);
+  progress_->call([&] { overlay_->begin_shutdown(); });
+  if (!progress_->drive_until([&] { return overlay_->is_drained(); }, clock::now() + drain_timeout))
+    logger()->warn("{}: links did not drain within {} s; logging what is left", config_.name, drain_timeout.count());
+  progress_->call([&] { overlay_->say_goodbye_and_close(); });
+  progress_->drive_until([&] { return overlay_->is_quiet(); }, clock::now() + goodbye_timeout);
+  progress_->stop_background();
+
+  auto undelivered = take_inbox_packets([](vp_t) { return true; });
+  for (auto& p : overlay_->take_undelivered()) undelivered.push_back(std::move(p));
+  overlay_.reset();
+  progress_.reset();
+  std::error_code result;
+  if (log_out && *log_out) {
+    if (auto err = write_message_log(log_out, undelivered); !err.empty()) result = fail(PH_EIO, err);
+  } else if (!undelivered.empty()) {
+    logger()->warn("{}: {} undelivered messages discarded: no log file given to finalize", config_.name,
+                   undelivered.size());
+  }
+  logger()->info("{}: finalized ({} messages logged)", config_.name, log_out ? undelivered.size() : 0);
+  local_port_.clear();
+  return result;
+}
+
+// --- Node ---------------------------------------------------------------------------------------------------
+
+Node::Node() : impl_(std::make_unique<Impl>(config_from_environment())) {}
+Node::Node(const Config& config) : impl_(std::make_unique<Impl>(ConfigResult{config, {}})) {}
+Node::~Node() {
+  if (impl_->running_) impl_->finalize(nullptr);
+}
+
+std::error_code Node::initialize(std::string_view port, const char* log_in) { return impl_->initialize(port, log_in); }
+
+std::error_code Node::add_port(std::string_view peer) {
+  if (!impl_->running_) return make_error_code(PH_ESTATE);
+  std::string error;
+  const auto ec = impl_->progress_->call([&] { return impl_->overlay_->add_port(std::string(peer), &error); });
+  if (!ec) return {};
+  logger()->error("{}: add_port {}: {}", impl_->config_.name, peer, error);
+  return make_error_code(ec == std::errc::operation_not_supported ? PH_ENOTSUP : PH_EADDR);
+}
+
+vp_t Node::resource_name() const { return impl_->running_ ? impl_->resource_name_ : 0; }
+vp_t Node::space_size() const { return impl_->config_.space_size; }
+std::string Node::local_port() const { return impl_->local_port_; }
+std::error_code Node::finalize(const char* log_out) { return impl_->finalize(log_out); }
+bool Node::running() const { return impl_->running_; }
+
+std::error_code Node::send(vp_t dest, int tag, std::span<const std::byte> data) { return impl_->send(dest, tag, data); }
+
+std::optional<Message> Node::recv(int tag) { return impl_->receive(tag, clock::time_point::max()); }
+std::optional<Message> Node::try_recv(int tag) {
+  if (tag < any_tag || !impl_->running_) return std::nullopt;
+  if (auto m = impl_->take(tag)) return m;
+  // Nothing queued: give the network one non-blocking turn, as MPI_Iprobe does.
+  return impl_->receive(tag, clock::now());
+}
+std::optional<Message> Node::recv_for(int tag, std::chrono::milliseconds timeout) {
+  return impl_->receive(tag, clock::now() + std::max(timeout, std::chrono::milliseconds(0)));
+}
+
+std::error_code Node::assume(Interval s) { return impl_->assume(s); }
+std::error_code Node::release(Interval s) { return impl_->release(s); }
+
+std::vector<Interval> Node::assumed() const {
+  if (!impl_->running_) return {};
+  return impl_->progress_->call([&] {
+    std::vector<Interval> out;
+    for (const auto& i : impl_->overlay_->assumed().intervals()) out.push_back({i.lo, i.hi});
+    return out;
+  });
+}
+
+std::size_t Node::drop_links() {
+  if (!impl_->running_) return 0;
+  return impl_->progress_->call([&] { return impl_->overlay_->drop_links(); });
+}
+
+RoutingSnapshot Node::routing_snapshot() const {
+  RoutingSnapshot s;
+  if (!impl_->running_) return s;
+  const auto v = impl_->progress_->call([&] { return impl_->overlay_->view(); });
+  s.self = v.self;
+  s.seqno = v.seqno;
+  for (const auto& i : v.assumed) s.assumed.push_back({i.lo, i.hi});
+  for (const auto& r : v.routes) {
+    RouteInfo ri{r.destination, r.next_hop, r.seqno, r.metric, {}};
+    for (const auto& i : r.intervals) ri.intervals.push_back({i.lo, i.hi});
+    s.routes.push_back(std::move(ri));
+  }
+  for (const auto& l : v.links) s.links.push_back({l.peer, l.address, l.state, l.outbound, l.unacked, l.bytes_queued});
+  s.waiting_messages = v.waiting_messages;
+  s.waiting_bytes = v.waiting_bytes;
+  s.links_lost = v.links_lost;
+  return s;
+}
+
+}  // namespace phoenix

@@ -1,0 +1,77 @@
+#include "phoenix/progress.hpp"
+
+namespace phoenix {
+
+progress_engine::progress_engine() : work_(asio::make_work_guard(io_)) {}
+
+progress_engine::~progress_engine() { stop_background(); }
+
+void progress_engine::start_background() {
+  stop_ = false;
+  background_ = std::thread([this] { background_loop(); });
+}
+
+void progress_engine::stop_background() {
+  if (!background_.joinable()) return;
+  stop_ = true;
+  asio::post(io_, [] {});  // wake it if it blocks in the event loop
+  background_.join();
+}
+
+void progress_engine::acquire() {
+  app_wanting_.fetch_add(1, std::memory_order_acq_rel);
+  if (!token_.try_lock()) {
+    asio::post(io_, [] {});  // the holder may block in epoll_wait: make it return
+    token_.lock();
+  }
+  app_wanting_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void progress_engine::release() {
+  app_left_at_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  token_.unlock();
+}
+
+bool progress_engine::drive_until(const std::function<bool()>& done, clock::time_point deadline) {
+  acquire();
+  const auto spin_until = clock::now() + spin_time;
+  bool ok = done();
+  while (!ok) {
+    const auto now = clock::now();
+    if (now >= deadline) break;
+    if (app_wanting_.load(std::memory_order_relaxed) > 0) {
+      // Another application thread wants the token (say, to send): let it in, then carry on.
+      release();
+      std::this_thread::yield();
+      acquire();
+    } else if (now < spin_until) {
+      io_.poll();
+    } else {
+      io_.run_one_for(std::min<clock::duration>(deadline - now, std::chrono::milliseconds(20)));
+    }
+    ok = done();
+  }
+  release();
+  return ok;
+}
+
+void progress_engine::background_loop() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const auto left = clock::time_point(clock::duration(app_left_at_.load(std::memory_order_relaxed)));
+    const auto away = clock::now() - left;
+    if (app_wanting_.load(std::memory_order_relaxed) > 0 || away < linger_time) {
+      std::this_thread::sleep_for(linger_time - std::min<clock::duration>(away, linger_time) +
+                                  std::chrono::microseconds(20));
+      continue;
+    }
+    if (!token_.try_lock()) {
+      std::this_thread::sleep_for(linger_time);
+      continue;
+    }
+    io_.run_one_for(std::chrono::milliseconds(100));
+    io_.poll();  // finish what is ready before letting go
+    token_.unlock();
+  }
+}
+
+}  // namespace phoenix

@@ -1,0 +1,92 @@
+// progress.hpp — who runs a node's event loop, and when.
+//
+// A node's networking and routing state lives on one asio::io_context and is touched only by the thread that
+// holds the node's progress token, so it needs no locks (the overlay is single-threaded by construction).
+// Two kinds of threads take the token:
+//
+//   * an application thread inside the API. ph_send runs the send inline when the token is free (the write
+//     reaches the socket before ph_send returns) and posts it otherwise. ph_recv waits by driving the event
+//     loop itself: it spins on poll() for a few microseconds, then blocks in the event loop's epoll_wait. An
+//     arriving message wakes the very thread that waits for it: no hand-off between threads, which on this
+//     kind of machine costs 25-30 us per wake-up (MPI progress engines work the same way).
+//   * the node's background thread, which keeps forwarding, acknowledging and routing while the
+//     application computes. It stays away while an application thread holds or wants the token, and for a
+//     short linger after the application last left the API, so that a tight send/receive loop never has to
+//     wake it up.
+//
+// An application thread that wants the token while the background thread blocks in the event loop posts an
+// empty handler to wake it (one wake-up, paid only after the application was away longer than the linger).
+#pragma once
+
+#include <asio.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace phoenix {
+
+class progress_engine {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  progress_engine();
+  ~progress_engine();
+  progress_engine(const progress_engine&) = delete;
+  progress_engine& operator=(const progress_engine&) = delete;
+
+  asio::io_context& io() { return io_; }
+
+  void start_background();
+  void stop_background();  // joins the background thread; the io_context stays usable by app threads
+
+  // Runs f on the event loop's side: inline if the token can be taken at once (returns true), else posted.
+  template <class F>
+  bool execute(F&& f) {
+    if (token_.try_lock()) {
+      f();
+      release();
+      return true;
+    }
+    asio::post(io_, std::forward<F>(f));
+    return false;
+  }
+
+  // Runs f holding the token and returns its result (waits for the token).
+  template <class F>
+  auto call(F&& f) -> decltype(f()) {
+    acquire();
+    struct releaser {
+      progress_engine* p;
+      ~releaser() { p->release(); }
+    } r{this};
+    return f();
+  }
+
+  // Drives the event loop until done() or the deadline; done() is evaluated holding the token, after every
+  // batch of handlers. Returns done()'s last value.
+  bool drive_until(const std::function<bool()>& done, clock::time_point deadline);
+
+  // How long an application thread spins before blocking, and how long the background thread keeps away
+  // after the application left the API.
+  static constexpr std::chrono::microseconds spin_time{50};
+  static constexpr std::chrono::microseconds linger_time{500};
+
+ private:
+  void acquire();
+  void release();
+  void background_loop();
+
+  asio::io_context io_{1};
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::mutex token_;
+  std::atomic<int> app_wanting_{0};
+  std::atomic<clock::rep> app_left_at_{0};
+  std::atomic<bool> stop_{false};
+  std::thread background_;
+};
+
+}  // namespace phoenix

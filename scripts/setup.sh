@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what phoenix needs to build, test and run its benchmarks, from Debian 12's packages.
+# As root it runs apt-get; otherwise it prints the exact command to run and exits non-zero.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config                  # toolchain
+  libasio-dev libspdlog-dev libfmt-dev libssl-dev    # runtime: standalone Asio, logging, HMAC/RAND
+  libtoml11-dev libssh2-1-dev                        # configuration files; SSH links
+  doctest-dev                                        # tests
+  clang libclang-rt-14-dev                           # libFuzzer harnesses and sanitizer runtimes
+  openmpi-bin libopenmpi-dev                         # the Open MPI anchor of the benchmarks
+  iproute2                                           # `ss -K` to cut live connections in tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing packages: ${missing[*]}" >&2
+  echo "setup: run as root:  $cmd" >&2
+  exit 1
+fi
+echo "setup: installing ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Sets up and runs every test of phoenix: the release build's whole suite, the ASan+UBSan and TSan builds of
+# the runtime tests, the libFuzzer harnesses for a fixed time, the installed package from outside, and a
+# benchmark smoke run. Each stage prints a header; the first failure stops the run with a non-zero exit.
+#
+#   scripts/test.sh            everything
+#   STAGES="release asan" scripts/test.sh     a subset (release asan tsan fuzz install)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc)
+stages=${STAGES:-"release asan tsan fuzz install"}
+fuzz_seconds=${PHOENIX_FUZZ_SECONDS:-60}
+
+stage() { printf '\n==== %s ====\n' "$*"; }
+
+stage "setup"
+scripts/setup.sh
+
+configure() {  # dir, extra cmake args...
+  local dir=$1; shift
+  cmake -S "$root" -B "$dir" -G Ninja -DPHOENIX_WERROR=ON "$@" >/dev/null
+}
+
+for s in $stages; do
+  case $s in
+    release)
+      stage "release build and every test"
+      configure build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+      cmake --build build/release -j "$jobs"
+      ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 300
+      ;;
+    asan)
+      stage "ASan+UBSan build of the runtime tests"
+      configure build/asan -DCMAKE_BUILD_TYPE=Debug -DPHOENIX_SANITIZER=address -DPHOENIX_BUILD_BENCH=OFF
+      cmake --build build/asan -j "$jobs"
+      ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration'
+      ;;
+    tsan)
+      stage "TSan build of the runtime tests"
+      configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_SANITIZER=thread -DPHOENIX_BUILD_BENCH=OFF
+      cmake --build build/tsan -j "$jobs"
+      TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+        ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration'
+      ;;
+    fuzz)
+      stage "libFuzzer: ${fuzz_seconds}s per harness"
+      CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_BUILD_FUZZ=ON \
+        -DPHOENIX_BUILD_TESTS=OFF -DPHOENIX_BUILD_BENCH=OFF
+      cmake --build build/fuzz -j "$jobs" --target fuzz_frame_decoder fuzz_route_message
+      for h in frame_decoder route_message; do
+        corpus=$(mktemp -d)
+        cp "tests/fuzz/corpus/$h"/* "$corpus"/
+        echo "fuzz_$h: ${fuzz_seconds}s"
+        build/fuzz/tests/fuzz/fuzz_$h -max_total_time="$fuzz_seconds" -print_final_stats=1 "$corpus" 2>&1 |
+          grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done|==[0-9]+==ERROR)' || true
+        test "${PIPESTATUS[0]}" -eq 0
+        rm -rf "$corpus"
+      done
+      ;;
+    install)
+      stage "install, then use the package from outside: CMake find_package and a C program built with cc"
+      prefix=$(mktemp -d)
+      cmake --install build/release --prefix "$prefix" >/dev/null
+      cmake -S tests/install -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+      cmake --build build/consumer
+      export PHOENIX_LOG_LEVEL=error  # the consumers run without a cluster key: no warning about it here
+      build/consumer/cxx_consumer
+      cc -std=c11 -Wall -Wextra -Werror tests/install/c_consumer.c -I"$prefix/include" -L"$prefix/lib" -lphoenix \
+        -Wl,-rpath,"$prefix/lib" -o build/consumer/c_consumer
+      build/consumer/c_consumer
+      rm -rf "$prefix"
+      ;;
+    *) echo "unknown stage $s" >&2; exit 2 ;;
+  esac
+done
+stage "all stages passed: $stages"

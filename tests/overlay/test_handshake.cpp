@@ -1,0 +1,679 @@
+// Tests of overlay/handshake.hpp and overlay/cluster_key.hpp.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "overlay/cluster_key.hpp"
+#include "overlay/handshake.hpp"
+#include "overlay/wire.hpp"
+
+using namespace phoenix::overlay;
+
+namespace {
+
+std::vector<std::byte> bytes_of(std::string_view s) {
+  const auto b = std::as_bytes(std::span(s));
+  return {b.begin(), b.end()};
+}
+
+const std::vector<std::byte> key_a = bytes_of("correct horse battery staple 0123456789");
+const std::vector<std::byte> key_b = bytes_of("correct horse battery staple 0123456789!");
+
+constexpr std::uint64_t space = 1u << 20;
+constexpr std::uint64_t rn_a = 0xA000000000000001ULL;
+constexpr std::uint64_t rn_b = 0xB000000000000002ULL;
+
+nonce_bytes nonce_of(std::uint8_t seed) {
+  nonce_bytes n{};
+  for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::uint8_t>(seed + i);
+  return n;
+}
+
+bool contains(const std::string& haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// The HELLO layout of the protocol description, written independently of handshake.cpp.
+std::vector<std::byte> make_hello(std::uint16_t version, std::uint64_t l, std::uint64_t rn,
+                                  const nonce_bytes& n, std::string_view name) {
+  writer w;
+  w.put_u16(version).put_u64(l).put_u64(rn).put_bytes(std::as_bytes(std::span(n)));
+  w.put_u8(static_cast<std::uint8_t>(name.size())).put_bytes(std::as_bytes(std::span(name)));
+  return std::move(w).take();
+}
+
+// Both sides exchange HELLOs; returns true when both accepted.
+bool exchange_hellos(handshake& a, handshake& b) {
+  const auto from_a = a.hello_payload();
+  const auto from_b = b.hello_payload();
+  const bool b_ok = !b.on_hello(from_a).has_value();
+  const bool a_ok = !a.on_hello(from_b).has_value();
+  return a_ok && b_ok;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------------------------------
+// The happy path
+
+TEST_CASE("handshake: same key on both sides completes and exchanges resume_acks") {
+  handshake a(key_a, space, rn_a, "alpha");
+  handshake b(key_a, space, rn_b, "beta");
+  CHECK_FALSE(a.has_peer_hello());
+  REQUIRE(exchange_hellos(a, b));
+  CHECK(a.peer() == b.own());
+  CHECK(b.peer() == a.own());
+  CHECK(a.peer().name == "beta");
+  CHECK_FALSE(a.is_complete());
+
+  const auto auth_from_a = a.auth_payload(7);
+  const auto auth_from_b = b.auth_payload(0x0123456789ABCDEFULL);
+  CHECK(auth_from_a.size() == auth_size_bytes);
+  CHECK_FALSE(b.on_auth(auth_from_a).has_value());
+  CHECK_FALSE(a.on_auth(auth_from_b).has_value());
+  CHECK(a.is_complete());
+  CHECK(b.is_complete());
+  CHECK_FALSE(a.is_failed());
+  CHECK(a.peer_resume_ack() == 0x0123456789ABCDEFULL);
+  CHECK(b.peer_resume_ack() == 7);
+}
+
+TEST_CASE("handshake: every handshake gets a fresh random nonce") {
+  handshake a1(key_a, space, rn_a, "alpha");
+  handshake a2(key_a, space, rn_a, "alpha");
+  CHECK(a1.own().nonce != a2.own().nonce);
+  CHECK(a1.own().nonce != nonce_bytes{});
+}
+
+TEST_CASE("handshake: HELLO layout against the protocol description") {
+  handshake a(key_a, 0x1122334455667788ULL, 0x0102030405060708ULL, "ab", nonce_of(0x40), 0x0201);
+  const auto payload = a.hello_payload();
+  std::vector<std::byte> expected;
+  for (int v : {0x01, 0x02,                                         // version 0x0201
+                0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,     // L
+                0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}) {  // resource name
+    expected.push_back(static_cast<std::byte>(v));
+  }
+  for (int i = 0; i < 32; ++i) expected.push_back(static_cast<std::byte>(0x40 + i));    // nonce
+  for (int v : {2, int{'a'}, int{'b'}}) expected.push_back(static_cast<std::byte>(v));  // name
+  CHECK(payload == expected);
+  CHECK(payload.size() == hello_fixed_size_bytes + 2);
+}
+
+TEST_CASE("handshake: own name is truncated to 64 bytes at a UTF-8 boundary and control characters replaced") {
+  std::string long_name(63, 'x');
+  long_name += "\xC3\xA9";  // 'é', would straddle byte 64
+  handshake a(key_a, space, rn_a, long_name, nonce_of(1));
+  CHECK(a.own().name == std::string(63, 'x'));
+  handshake b(key_a, space, rn_b, "evil\nname\x1b[31m", nonce_of(2));
+  CHECK(b.own().name == "evil?name?[31m");
+  // What is sent is what own() says, and the peer decodes it.
+  handshake c(key_a, space, rn_b, "c", nonce_of(3));
+  REQUIRE_FALSE(c.on_hello(a.hello_payload()).has_value());
+  CHECK(c.peer().name == std::string(63, 'x'));
+}
+
+TEST_CASE("handshake: control characters in a peer's name are replaced") {
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  REQUIRE_FALSE(a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), "x\r\ny\x7f")).has_value());
+  CHECK(a.peer().name == "x??y?");
+}
+
+// ----------------------------------------------------------------------------------------------------
+// Authentication failures
+
+TEST_CASE("handshake: different keys - both verifiers refuse with reason key") {
+  handshake a(key_a, space, rn_a, "alpha");
+  handshake b(key_b, space, rn_b, "beta");
+  REQUIRE(exchange_hellos(a, b));  // HELLOs carry no proof yet
+  // As on the wire: each side sends its AUTH on the peer's HELLO, before the peer's AUTH arrives.
+  const auto auth_from_a = a.auth_payload(0);
+  const auto auth_from_b = b.auth_payload(0);
+  const auto refused_by_b = b.on_auth(auth_from_a);
+  const auto refused_by_a = a.on_auth(auth_from_b);
+  REQUIRE(refused_by_b.has_value());
+  REQUIRE(refused_by_a.has_value());
+  CHECK(refused_by_b->reason == refuse_reason::key);
+  CHECK(refused_by_a->reason == refuse_reason::key);
+  CHECK(refused_by_b->text == "cluster key mismatch");
+  CHECK(a.is_failed());
+  CHECK_FALSE(a.is_complete());
+  CHECK(a.peer_resume_ack() == 0);
+  REQUIRE(a.has_peer_hello());  // still there, to name the peer in the log
+  CHECK(a.peer().name == "beta");
+  // The refusing side's REFUSE tells the other side why.
+  const auto told = handshake::decode_refuse(handshake::refuse_payload(*refused_by_b));
+  REQUIRE(told.has_value());
+  CHECK(*told == *refused_by_b);
+}
+
+TEST_CASE("handshake: an AUTH replayed from an earlier handshake is refused") {
+  // Session 1, recorded by an eavesdropper.
+  handshake a1(key_a, space, rn_a, "alpha", nonce_of(10));
+  handshake b1(key_a, space, rn_b, "beta", nonce_of(20));
+  REQUIRE(exchange_hellos(a1, b1));
+  const auto old_hello = a1.hello_payload();
+  const auto old_auth = a1.auth_payload(5);
+  REQUIRE_FALSE(b1.on_auth(old_auth).has_value());  // it was valid then
+
+  SUBCASE("replayed to a new handshake with a fresh random nonce") {
+    handshake b2(key_a, space, rn_b, "beta");
+    REQUIRE_FALSE(b2.on_hello(old_hello).has_value());  // the old HELLO itself is unremarkable
+    const auto refused = b2.on_auth(old_auth);
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::key);
+    CHECK_FALSE(b2.is_complete());
+  }
+  SUBCASE("replayed after a fresh HELLO from the real peer") {
+    handshake a2(key_a, space, rn_a, "alpha", nonce_of(11));
+    handshake b2(key_a, space, rn_b, "beta", nonce_of(21));
+    REQUIRE(exchange_hellos(a2, b2));
+    const auto refused = b2.on_auth(old_auth);
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::key);
+  }
+}
+
+TEST_CASE("handshake: a node's own AUTH reflected back to it is refused") {
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  REQUIRE(exchange_hellos(a, b));
+  const auto refused = a.on_auth(a.auth_payload(0));
+  REQUIRE(refused.has_value());
+  CHECK(refused->reason == refuse_reason::key);
+}
+
+TEST_CASE("handshake: an AUTH obtained from a second connection to the same node does not verify") {
+  // An attacker without the key poses as beta to alpha on connection 1 and, to get an AUTH over alpha's nonce,
+  // sends alpha's nonce to alpha on connection 2. Alpha only ever signs as sender, so that AUTH is useless.
+  handshake a1(key_a, space, rn_a, "alpha");
+  handshake a2(key_a, space, rn_a, "alpha");
+  REQUIRE_FALSE(a1.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(9), "beta")).has_value());
+  REQUIRE_FALSE(a2.on_hello(make_hello(protocol_version, space, rn_b, a1.own().nonce, "beta")).has_value());
+  const auto refused = a1.on_auth(a2.auth_payload(0));
+  REQUIRE(refused.has_value());
+  CHECK(refused->reason == refuse_reason::key);
+}
+
+TEST_CASE("handshake: a tampered resume_ack is refused") {
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  REQUIRE(exchange_hellos(a, b));
+  auto auth = a.auth_payload(100);
+  auth[mac_size_bytes] ^= std::byte{1};  // resume_ack 100 -> 101
+  const auto refused = b.on_auth(auth);
+  REQUIRE(refused.has_value());
+  CHECK(refused->reason == refuse_reason::key);
+}
+
+TEST_CASE("handshake: a tampered MAC is refused whichever byte changes") {
+  for (std::size_t i = 0; i < mac_size_bytes; ++i) {
+    CAPTURE(i);
+    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+    REQUIRE(exchange_hellos(a, b));
+    auto auth = a.auth_payload(0);
+    auth[i] ^= std::byte{0x80};
+    const auto refused = b.on_auth(auth);
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::key);
+  }
+}
+
+// ----------------------------------------------------------------------------------------------------
+// HELLO checks
+
+TEST_CASE("handshake: a reflected HELLO is refused") {
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  SUBCASE("verbatim") {
+    const auto refused = a.on_hello(a.hello_payload());
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::self_connection);
+  }
+  SUBCASE("own nonce under another resource name") {
+    const auto refused = a.on_hello(make_hello(protocol_version, space, rn_b, a.own().nonce, "mallory"));
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::self_connection);
+    CHECK(contains(refused->text, "nonce"));
+  }
+  SUBCASE("own resource name with another nonce (a node dialled itself)") {
+    const auto refused = a.on_hello(make_hello(protocol_version, space, rn_a, nonce_of(2), "alpha"));
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::self_connection);
+    CHECK(contains(refused->text, std::to_string(rn_a)));
+  }
+  CHECK(a.is_failed());
+  CHECK_FALSE(a.has_peer_hello());
+}
+
+TEST_CASE("handshake: protocol version mismatch is refused on both sides, naming both versions") {
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", nonce_of(2), 3);
+  const auto by_a = a.on_hello(b.hello_payload());
+  const auto by_b = b.on_hello(a.hello_payload());
+  REQUIRE(by_a.has_value());
+  REQUIRE(by_b.has_value());
+  CHECK(by_a->reason == refuse_reason::version);
+  CHECK(by_b->reason == refuse_reason::version);
+  CHECK(by_a->text == "received protocol version 3, refusing node speaks 1");
+  CHECK(by_b->text == "received protocol version 1, refusing node speaks 3");
+}
+
+TEST_CASE("handshake: the version is checked before the rest of the HELLO is parsed") {
+  // A future version may lay out its HELLO differently; it must hear "version", not "malformed".
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  const std::vector<std::byte> v2_only{std::byte{2}, std::byte{0}, std::byte{0xFF}};
+  const auto refused = a.on_hello(v2_only);
+  REQUIRE(refused.has_value());
+  CHECK(refused->reason == refuse_reason::version);
+}
+
+TEST_CASE("handshake: space size mismatch is refused, naming both values") {
+  handshake a(key_a, 1000, rn_a, "alpha", nonce_of(1));
+  handshake b(key_a, 4096, rn_b, "beta", nonce_of(2));
+  const auto by_a = a.on_hello(b.hello_payload());
+  REQUIRE(by_a.has_value());
+  CHECK(by_a->reason == refuse_reason::space_size);
+  CHECK(contains(by_a->text, "4096"));
+  CHECK(contains(by_a->text, "1000"));
+  CHECK(by_a->text == "received space size L=4096, refusing node has L=1000");
+}
+
+TEST_CASE("handshake: malformed HELLOs are refused as malformed") {
+  const auto good = make_hello(protocol_version, space, rn_b, nonce_of(2), "beta");
+  {
+    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    REQUIRE_FALSE(a.on_hello(good).has_value());  // the reference payload itself is fine
+  }
+  SUBCASE("every truncation") {
+    for (std::size_t len = 0; len < good.size(); ++len) {
+      CAPTURE(len);
+      handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+      const auto refused = a.on_hello(std::span(good).first(len));
+      REQUIRE(refused.has_value());
+      CHECK(refused->reason == refuse_reason::malformed);
+    }
+  }
+  SUBCASE("trailing bytes") {
+    auto longer = good;
+    longer.push_back(std::byte{0});
+    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    const auto refused = a.on_hello(longer);
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::malformed);
+    CHECK(contains(refused->text, "trailing"));
+  }
+  SUBCASE("name longer than 64 bytes") {
+    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    const auto refused =
+        a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), std::string(65, 'n')));
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::malformed);
+    CHECK(contains(refused->text, "65"));
+  }
+  SUBCASE("a name of exactly 64 bytes is fine") {
+    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    CHECK_FALSE(a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), std::string(64, 'n'))));
+    CHECK(a.peer().name.size() == 64);
+  }
+}
+
+TEST_CASE("handshake: malformed AUTHs and out-of-order frames are refused as malformed") {
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  const auto early_auth = std::vector<std::byte>(auth_size_bytes);
+
+  SUBCASE("AUTH before HELLO") {
+    const auto refused = a.on_auth(early_auth);
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::malformed);
+  }
+  SUBCASE("wrong sizes") {
+    REQUIRE(exchange_hellos(a, b));
+    auto auth = b.auth_payload(3);
+    SUBCASE("short") { auth.pop_back(); }
+    SUBCASE("long") { auth.push_back(std::byte{0}); }
+    SUBCASE("empty") { auth.clear(); }
+    const auto refused = a.on_auth(auth);
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::malformed);
+  }
+  SUBCASE("second HELLO") {
+    REQUIRE(exchange_hellos(a, b));
+    const auto refused = a.on_hello(b.hello_payload());
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::malformed);
+  }
+  SUBCASE("second AUTH after completion") {
+    REQUIRE(exchange_hellos(a, b));
+    const auto auth = b.auth_payload(0);
+    REQUIRE_FALSE(a.on_auth(auth).has_value());
+    const auto refused = a.on_auth(auth);
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::malformed);
+  }
+}
+
+TEST_CASE("handshake: after a refusal the machine stays failed and repeats the refusal") {
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake b(key_a, space + 1, rn_b, "beta", nonce_of(2));
+  const auto first = a.on_hello(b.hello_payload());
+  REQUIRE(first.has_value());
+  CHECK(a.is_failed());
+  // Even a good HELLO now gets the first refusal.
+  const auto again = a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(3), "beta"));
+  REQUIRE(again.has_value());
+  CHECK(*again == *first);
+  const auto on_auth = a.on_auth(std::vector<std::byte>(auth_size_bytes));
+  REQUIRE(on_auth.has_value());
+  CHECK(*on_auth == *first);
+  CHECK_FALSE(a.is_complete());
+}
+
+// ----------------------------------------------------------------------------------------------------
+// The MAC
+
+TEST_CASE("handshake: auth_mac known answer (computed independently with Python's hmac module)") {
+  auth_fields f;
+  f.version = 1;
+  f.space_size = 1u << 20;
+  f.sender_resource_name = 0x0102030405060708ULL;
+  f.receiver_resource_name = 0x1112131415161718ULL;
+  f.sender_nonce = nonce_of(0);
+  f.receiver_nonce = nonce_of(32);
+  f.resume_ack = 0xA0A1A2A3A4A5A6A7ULL;
+  const mac_bytes expected = {0x8b, 0x67, 0x9e, 0x27, 0xa5, 0xdd, 0x34, 0x5f, 0x3c, 0x16, 0x81,
+                              0x88, 0xbd, 0xa2, 0xb6, 0x98, 0x53, 0x84, 0x13, 0xb7, 0x4d, 0xdb,
+                              0xa3, 0xfb, 0xd7, 0xc2, 0x8c, 0x89, 0x33, 0x36, 0xbd, 0xb4};
+  CHECK(auth_mac(bytes_of("0123456789abcdef0123456789abcdef"), f) == expected);
+}
+
+TEST_CASE("handshake: AUTH payload is the MAC over the documented fields followed by resume_ack") {
+  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  REQUIRE(exchange_hellos(a, b));
+  const auto auth = a.auth_payload(0x0807060504030201ULL);
+  const mac_bytes mac =
+      auth_mac(key_a, {protocol_version, space, rn_a, rn_b, nonce_of(1), nonce_of(2), 0x0807060504030201ULL});
+  REQUIRE(auth.size() == auth_size_bytes);
+  for (std::size_t i = 0; i < mac.size(); ++i) CHECK(auth[i] == static_cast<std::byte>(mac[i]));
+  for (std::size_t i = 0; i < 8; ++i) CHECK(auth[mac_size_bytes + i] == static_cast<std::byte>(i + 1));
+}
+
+TEST_CASE("handshake: the MAC changes if any covered field changes") {
+  const auth_fields base{protocol_version, space, rn_a, rn_b, nonce_of(1), nonce_of(2), 77};
+  const mac_bytes reference = auth_mac(key_a, base);
+  CHECK(auth_mac(key_a, base) == reference);  // deterministic
+
+  auto differs = [&](auth_fields f) { return auth_mac(key_a, f) != reference; };
+  auth_fields f = base;
+  f.version = 2;
+  CHECK(differs(f));
+  f = base;
+  f.space_size += 1;
+  CHECK(differs(f));
+  f = base;
+  f.sender_resource_name ^= 1;
+  CHECK(differs(f));
+  f = base;
+  f.receiver_resource_name ^= 1ULL << 63;
+  CHECK(differs(f));
+  f = base;
+  std::swap(f.sender_resource_name, f.receiver_resource_name);  // the order matters: no reflection
+  CHECK(differs(f));
+  f = base;
+  f.sender_nonce[31] ^= 1;
+  CHECK(differs(f));
+  f = base;
+  f.receiver_nonce[0] ^= 1;
+  CHECK(differs(f));
+  f = base;
+  std::swap(f.sender_nonce, f.receiver_nonce);
+  CHECK(differs(f));
+  f = base;
+  f.resume_ack = 78;
+  CHECK(differs(f));
+  CHECK(auth_mac(key_b, base) != reference);
+}
+
+// ----------------------------------------------------------------------------------------------------
+// REFUSE
+
+TEST_CASE("handshake: refuse payload round trip for every reason") {
+  for (auto reason : {refuse_reason::version, refuse_reason::space_size, refuse_reason::key,
+                      refuse_reason::self_connection, refuse_reason::malformed, refuse_reason::duplicate}) {
+    const refusal r{reason, std::string("because ") + to_string(reason)};
+    const auto decoded = handshake::decode_refuse(handshake::refuse_payload(r));
+    REQUIRE(decoded.has_value());
+    CHECK(*decoded == r);
+  }
+  const auto empty_text = handshake::decode_refuse(handshake::refuse_payload({refuse_reason::key, ""}));
+  REQUIRE(empty_text.has_value());
+  CHECK(empty_text->text.empty());
+}
+
+TEST_CASE("handshake: refuse payload layout") {
+  const auto payload = handshake::refuse_payload({refuse_reason::self_connection, "hi"});
+  const std::vector<std::byte> expected{std::byte{4}, std::byte{0}, std::byte{2}, std::byte{'h'},
+                                        std::byte{'i'}};
+  CHECK(payload == expected);
+}
+
+TEST_CASE("handshake: refuse text is truncated to 200 bytes without splitting a UTF-8 character") {
+  std::string text(199, 't');
+  text += "\xE2\x82\xAC";  // '€' straddles byte 200
+  const auto payload = handshake::refuse_payload({refuse_reason::malformed, text});
+  CHECK(payload.size() == 3 + 199);
+  const auto decoded = handshake::decode_refuse(payload);
+  REQUIRE(decoded.has_value());
+  CHECK(decoded->text == std::string(199, 't'));
+
+  const auto exact =
+      handshake::decode_refuse(handshake::refuse_payload({refuse_reason::key, std::string(300, 'x')}));
+  REQUIRE(exact.has_value());
+  CHECK(exact->text.size() == max_refuse_text_bytes);
+}
+
+TEST_CASE("handshake: malformed refuse payloads are rejected") {
+  const auto good = handshake::refuse_payload({refuse_reason::key, "cluster key mismatch"});
+  for (std::size_t len = 0; len < good.size(); ++len) {
+    CAPTURE(len);
+    CHECK_FALSE(handshake::decode_refuse(std::span(good).first(len)).has_value());
+  }
+  auto longer = good;
+  longer.push_back(std::byte{'!'});
+  CHECK_FALSE(handshake::decode_refuse(longer).has_value());
+
+  writer w;  // text_len 201 > 200, with the bytes present
+  w.put_u16(3).put_u8(201).put_bytes(std::vector<std::byte>(201, std::byte{'x'}));
+  CHECK_FALSE(handshake::decode_refuse(std::move(w).take()).has_value());
+}
+
+TEST_CASE("handshake: decode_refuse keeps unknown reasons and replaces control characters") {
+  writer w;
+  w.put_u16(99).put_u8(4).put_bytes(bytes_of("a\nb\x1b"));
+  const auto decoded = handshake::decode_refuse(std::move(w).take());
+  REQUIRE(decoded.has_value());
+  CHECK(static_cast<std::uint16_t>(decoded->reason) == 99);
+  CHECK(std::string(to_string(decoded->reason)) == "unknown");
+  CHECK(decoded->text == "a?b?");
+}
+
+TEST_CASE("handshake: to_string of refuse reasons") {
+  CHECK(std::string(to_string(refuse_reason::version)) == "version");
+  CHECK(std::string(to_string(refuse_reason::space_size)) == "space_size");
+  CHECK(std::string(to_string(refuse_reason::key)) == "key");
+  CHECK(std::string(to_string(refuse_reason::self_connection)) == "self_connection");
+  CHECK(std::string(to_string(refuse_reason::malformed)) == "malformed");
+  CHECK(std::string(to_string(refuse_reason::duplicate)) == "duplicate");
+}
+
+TEST_CASE("handshake: a moved handshake keeps working and keeps its key") {
+  handshake a_orig(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  handshake a(std::move(a_orig));
+  REQUIRE(exchange_hellos(a, b));
+  handshake a2(key_b, space, rn_a, "other", nonce_of(3));
+  a2 = std::move(a);  // a2's own key is wiped and replaced by key_a
+  CHECK_FALSE(b.on_auth(a2.auth_payload(1)).has_value());
+  CHECK_FALSE(a2.on_auth(b.auth_payload(2)).has_value());
+  CHECK(a2.is_complete());
+  CHECK(a2.peer_resume_ack() == 2);
+}
+
+// ----------------------------------------------------------------------------------------------------
+// cluster_key (lives in this file: it is the handshake's input)
+
+namespace {
+
+// A private temporary directory, removed with everything in it.
+class temp_dir {
+ public:
+  temp_dir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "phoenix-key-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+
+  std::filesystem::path write(const std::string& name, std::string_view content, mode_t mode = 0600) const {
+    const auto file = path_ / name;
+    {
+      std::ofstream out(file, std::ios::binary);
+      out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    }
+    REQUIRE(::chmod(file.c_str(), mode) == 0);  // explicit: the umask must not decide the test
+    return file;
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+constexpr std::string_view key44 = "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq83=";
+
+}  // namespace
+
+TEST_CASE("handshake: cluster_key missing file names the path, the OS error and how to make one") {
+  temp_dir dir;
+  const auto file = dir.path() / "no-such-key";
+  const key_result r = load_cluster_key(file);
+  CHECK_FALSE(r.is_ok());
+  CHECK(r.key.empty());
+  CHECK(contains(r.error, file.string()));
+  CHECK(contains(r.error, "No such file or directory"));
+  CHECK(contains(r.error, "head -c 32 /dev/urandom | base64 > " + file.string()));
+}
+
+TEST_CASE("handshake: cluster_key unreadable path (a directory) names the path and the OS error") {
+  temp_dir dir;
+  const key_result r = load_cluster_key(dir.path());
+  CHECK_FALSE(r.is_ok());
+  CHECK(r.key.empty());
+  CHECK(contains(r.error, dir.path().string()));
+  CHECK(contains(r.error, "Is a directory"));
+}
+
+TEST_CASE("handshake: cluster_key shorter than 16 bytes is refused with advice") {
+  temp_dir dir;
+  SUBCASE("15 bytes and a newline") {
+    const auto file = dir.write("short", "0123456789abcde\n");
+    const key_result r = load_cluster_key(file);
+    CHECK_FALSE(r.is_ok());
+    CHECK(r.key.empty());
+    CHECK(contains(r.error, file.string()));
+    CHECK(contains(r.error, "15 bytes"));
+    CHECK(contains(r.error, "head -c 32 /dev/urandom | base64 > " + file.string()));
+  }
+  SUBCASE("empty file") {
+    const auto file = dir.write("empty", "");
+    const key_result r = load_cluster_key(file);
+    CHECK_FALSE(r.is_ok());
+    CHECK(contains(r.error, "0 bytes"));
+  }
+  SUBCASE("a lone newline") { CHECK_FALSE(load_cluster_key(dir.write("nl", "\n")).is_ok()); }
+  SUBCASE("exactly 16 bytes is enough") {
+    const key_result r = load_cluster_key(dir.write("sixteen", "0123456789abcdef"));
+    CHECK(r.is_ok());
+    CHECK(r.key == bytes_of("0123456789abcdef"));
+  }
+}
+
+TEST_CASE("handshake: cluster_key strips exactly one trailing newline") {
+  temp_dir dir;
+  CHECK(load_cluster_key(dir.write("lf", std::string(key44) + "\n")).key == bytes_of(key44));
+  CHECK(load_cluster_key(dir.write("crlf", std::string(key44) + "\r\n")).key == bytes_of(key44));
+  CHECK(load_cluster_key(dir.write("none", key44)).key == bytes_of(key44));
+  CHECK(load_cluster_key(dir.write("two", std::string(key44) + "\n\n")).key ==
+        bytes_of(std::string(key44) + "\n"));
+  CHECK(load_cluster_key(dir.write("cr", std::string(key44) + "\r")).key ==
+        bytes_of(std::string(key44) + "\r"));
+  // A key file written on one machine loads identically elsewhere regardless of line ending.
+  const key_result r = load_cluster_key(dir.write("ok", std::string(key44) + "\n"));
+  CHECK(r.is_ok());
+  CHECK(r.error.empty());
+  CHECK(r.warning.empty());
+}
+
+TEST_CASE("handshake: cluster_key accessible to group or others loads with a warning") {
+  temp_dir dir;
+  for (mode_t mode : {mode_t{0640}, mode_t{0604}, mode_t{0620}, mode_t{0644}}) {
+    CAPTURE(mode);
+    const auto file = dir.write("open-" + std::to_string(mode), key44, mode);
+    const key_result r = load_cluster_key(file);
+    CHECK(r.is_ok());
+    CHECK(r.key == bytes_of(key44));
+    CHECK(contains(r.warning, file.string()));
+    CHECK(contains(r.warning, "chmod 600"));
+  }
+  const auto r = load_cluster_key(dir.write("g", key44, 0640));
+  CHECK(contains(r.warning, "0640"));
+  CHECK(load_cluster_key(dir.write("private", key44, 0600)).warning.empty());
+  CHECK(load_cluster_key(dir.write("readonly", key44, 0400)).warning.empty());
+}
+
+TEST_CASE("handshake: cluster_key file too large is refused") {
+  temp_dir dir;
+  const auto file = dir.write("big", std::string(max_cluster_key_file_bytes + 1, 'k'));
+  const key_result r = load_cluster_key(file);
+  CHECK_FALSE(r.is_ok());
+  CHECK(r.key.empty());
+  CHECK(contains(r.error, file.string()));
+  CHECK(load_cluster_key(dir.write("max", std::string(max_cluster_key_file_bytes, 'k'))).is_ok());
+}
+
+TEST_CASE("handshake: development_key is fixed and long enough") {
+  CHECK(development_key() == development_key());
+  CHECK(development_key().size() >= min_cluster_key_bytes);
+}
+
+TEST_CASE("handshake: two nodes loading the same key file complete the handshake") {
+  temp_dir dir;
+  const auto file = dir.write("cluster.key", std::string(key44) + "\n");
+  const auto key_on_a = load_cluster_key(file);
+  const auto key_on_b = load_cluster_key(file);
+  REQUIRE(key_on_a.is_ok());
+  REQUIRE(key_on_b.is_ok());
+  handshake a(key_on_a.key, space, rn_a, "alpha");
+  handshake b(key_on_b.key, space, rn_b, "beta");
+  REQUIRE(exchange_hellos(a, b));
+  CHECK_FALSE(b.on_auth(a.auth_payload(0)).has_value());
+  CHECK_FALSE(a.on_auth(b.auth_payload(0)).has_value());
+  CHECK(a.is_complete());
+  CHECK(b.is_complete());
+}

@@ -1,0 +1,631 @@
+// Tests of overlay/route_table: unit tests of each rule, then whole networks in tests/overlay/route_sim.hpp.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "overlay/route_table.hpp"
+#include "tests/overlay/route_sim.hpp"
+
+using namespace phoenix::overlay;
+using namespace std::chrono_literals;
+
+namespace {
+
+const time_point t0{std::chrono::hours(1)};
+constexpr node_id me = 50, a = 2, b = 3, c = 4, s = 9, s2 = 10;
+
+route_entry entry(node_id source, std::uint64_t seqno, std::uint16_t metric, std::vector<route_interval> iv = {}) {
+  return {source, seqno, metric, std::move(iv)};
+}
+route_update update(std::vector<route_entry> entries) { return {false, std::move(entries)}; }
+
+// A table with the given neighbours up and the resulting triggered update and full dump already sent.
+route_table make_table(std::initializer_list<node_id> neighbours, route_params p = {}) {
+  route_table t(me, p, t0);
+  for (node_id n : neighbours) t.neighbour_up(n, t0);
+  (void)t.collect_triggered(t0);
+  (void)t.full_dump(t0);
+  return t;
+}
+
+std::optional<route_entry> find_entry(const std::optional<route_update>& u, node_id source) {
+  if (!u) return std::nullopt;
+  for (const auto& e : u->entries) {
+    if (e.source == source) return e;
+  }
+  return std::nullopt;
+}
+
+route_table::route_view view_of(const route_table& t, node_id destination) {
+  for (const auto& r : t.routes()) {
+    if (r.destination == destination) return r;
+  }
+  FAIL("no route entry for " << destination);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("route_table: newer seqno wins over fewer hops") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  CHECK(t.next_hop(s) == a);
+  t.on_update(b, update({entry(s, 12, 5)}), t0);
+  CHECK(t.next_hop(s) == b);
+  CHECK(view_of(t, s).metric == 6);
+  CHECK(view_of(t, s).seqno == 12);
+  t.on_update(a, update({entry(s, 10, 0)}), t0);  // older, even if shorter: ignored
+  CHECK(t.next_hop(s) == b);
+}
+
+TEST_CASE("route_table: equal seqno, fewer hops wins; ties keep the current next hop") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({entry(s, 10, 3)}), t0);
+  CHECK(t.next_hop(s) == a);
+  CHECK(view_of(t, s).metric == 4);
+  t.on_update(b, update({entry(s, 10, 1)}), t0);
+  CHECK(t.next_hop(s) == b);
+  CHECK(view_of(t, s).metric == 2);
+  t.on_update(a, update({entry(s, 10, 1)}), t0);  // now a tie: stay with b although a has the lower id
+  CHECK(t.next_hop(s) == b);
+}
+
+TEST_CASE("route_table: metric saturates at infinity") {
+  auto t = make_table({a});
+  t.on_update(a, update({entry(s, 10, infinite_metric - 1)}), t0);  // finite there, infinite here
+  CHECK_FALSE(t.is_reachable(s));
+  t.on_update(a, update({entry(s, 10, infinite_metric - 2)}), t0);
+  CHECK(view_of(t, s).metric == infinite_metric - 1);
+}
+
+TEST_CASE("route_table: a non-feasible route is rejected (same seqno, metric not below FD)") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  t.on_update(b, update({entry(s, 10, 2)}), t0);
+  CHECK(t.next_hop(s) == a);
+
+  SUBCASE("after advertising (10, 2), b's (10, 2) is not feasible") {
+    REQUIRE(find_entry(t.collect_triggered(t0), s) == entry(s, 10, 2));  // FD(s) = (10, 2)
+    t.neighbour_down(a, t0 + 1s);
+    CHECK_FALSE(t.is_reachable(s));
+    CHECK(t.next_hop(s) == std::nullopt);
+  }
+  SUBCASE("the same loss before anything was advertised: no FD, b is feasible") {
+    t.neighbour_down(a, t0 + 1s);
+    CHECK(t.next_hop(s) == b);
+  }
+  SUBCASE("a strictly smaller advertised metric is feasible") {
+    (void)t.collect_triggered(t0);
+    t.on_update(b, update({entry(s, 10, 1)}), t0);
+    t.neighbour_down(a, t0 + 1s);
+    CHECK(t.next_hop(s) == b);
+  }
+  SUBCASE("the selected neighbour's own metric increase makes its route unfeasible too") {
+    (void)t.collect_triggered(t0);
+    t.on_update(a, update({entry(s, 10, 4)}), t0 + 1s);
+    CHECK_FALSE(t.is_reachable(s));
+    CHECK(find_entry(t.collect_triggered(t0 + 1s), s) == entry(s, 11, infinite_metric));
+  }
+  SUBCASE("a newer seqno is feasible whatever its metric") {
+    (void)t.collect_triggered(t0);
+    t.on_update(b, update({entry(s, 12, 7)}), t0);
+    t.neighbour_down(a, t0 + 1s);
+    CHECK(t.next_hop(s) == b);
+  }
+}
+
+TEST_CASE("route_table: neighbour_down poisons with an odd seqno, immediately, and asks for a new seqno") {
+  auto t = make_table({a, b, c});
+  t.on_update(a, update({entry(s, 10, 1, {{5, 6}})}), t0);
+  REQUIRE(t.collect_triggered(t0).has_value());
+  const auto g = t.generation();
+
+  SUBCASE("nobody else knows a route: poison, no request") {
+    t.neighbour_down(a, t0 + 1s);
+    CHECK_FALSE(t.is_reachable(s));
+    CHECK(t.generation() > g);
+    CHECK(t.next_deadline() == t0 + 1s);
+    CHECK(t.collect_triggered(t0 + 1s) == update({entry(s, 11, infinite_metric)}));
+    CHECK(view_of(t, s).seqno == 11);
+    CHECK(view_of(t, s).metric == infinite_metric);
+    CHECK(t.collect_requests(t0 + 1s).empty());
+    CHECK(t.owner_of(5) == std::nullopt);
+  }
+  SUBCASE("b has the best route we cannot use: b (only) is asked for seqno 12") {
+    t.on_update(b, update({entry(s, 10, 3)}), t0);
+    t.on_update(c, update({entry(s, 10, 5)}), t0);
+    t.neighbour_down(a, t0 + 1s);
+    CHECK(find_entry(t.collect_triggered(t0 + 1s), s) == entry(s, 11, infinite_metric));
+    using req = std::pair<node_id, route_request>;
+    CHECK(t.collect_requests(t0 + 1s) == std::vector<req>{{b, {s, 12, 64}}});
+    // b repeats its stale route: asked again only after the holdoff.
+    t.on_update(b, update({entry(s, 10, 3)}), t0 + 1050ms);
+    CHECK(t.collect_requests(t0 + 1050ms).empty());
+    CHECK(t.next_deadline() == t0 + 1200ms);
+    CHECK(t.collect_requests(t0 + 1200ms) == std::vector<req>{{b, {s, 12, 64}}});
+    // Our own poison (11) stands against anything older, even a feasible-looking (10, 1)...
+    t.on_update(b, update({entry(s, 10, 1)}), t0 + 2s);
+    CHECK_FALSE(t.is_reachable(s));
+    // ...until the source's newer seqno comes.
+    t.on_update(b, update({entry(s, 12, 3)}), t0 + 2s);
+    CHECK(t.next_hop(s) == b);
+    CHECK(find_entry(t.collect_triggered(t0 + 2s), s) == entry(s, 12, 4));
+    t.on_update(b, update({entry(s, 12, 3)}), t0 + 3s);
+    CHECK(t.collect_requests(t0 + 3s).empty());
+    CHECK_FALSE(t.has_pending_output());
+  }
+  SUBCASE("a feasible alternative: switch, no poison; same metric so nothing to trigger") {
+    t.on_update(b, update({entry(s, 10, 1, {{5, 6}})}), t0);
+    t.neighbour_down(a, t0 + 1s);
+    CHECK(t.next_hop(s) == b);
+    CHECK(t.generation() > g);
+    CHECK(t.collect_triggered(t0 + 1s) == std::nullopt);
+  }
+}
+
+TEST_CASE("route_table: a route lost before it was ever advertised is not retracted") {
+  auto t = make_table({a});
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  CHECK(t.has_pending_output());
+  t.neighbour_down(a, t0);  // before collect_triggered: nobody can be routing through us
+  CHECK_FALSE(t.is_reachable(s));
+  CHECK(t.collect_triggered(t0) == std::nullopt);
+  CHECK(find_entry(t.full_dump(t0), s) == entry(s, 11, infinite_metric));  // the full dump still tells
+}
+
+TEST_CASE("route_table: an older finite route does not override a newer poison (DSDV newest wins)") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  (void)t.collect_triggered(t0);
+  t.on_update(b, update({entry(s, 11, infinite_metric)}), t0 + 1s);
+  CHECK_FALSE(t.is_reachable(s));
+  CHECK(t.collect_triggered(t0 + 1s) == update({entry(s, 11, infinite_metric)}));  // passed on at once
+  t.on_update(a, update({entry(s, 10, 1)}), t0 + 2s);
+  CHECK_FALSE(t.is_reachable(s));
+  t.on_update(a, update({entry(s, 12, 2)}), t0 + 3s);
+  CHECK(t.next_hop(s) == a);
+  CHECK(view_of(t, s).metric == 3);
+}
+
+TEST_CASE("route_table: interval changes are triggered, seqno-only changes wait for the full dump") {
+  auto t = make_table({a});
+  t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
+  CHECK(t.collect_triggered(t0) == update({entry(s, 10, 2, {{0, 10}})}));
+
+  t.on_update(a, update({entry(s, 12, 1, {{0, 10}})}), t0 + 1s);
+  CHECK(t.collect_triggered(t0 + 1s) == std::nullopt);
+  CHECK_FALSE(t.has_pending_output());
+  const route_update dump = t.full_dump(t0 + 1s);
+  CHECK(dump.full_dump);
+  CHECK(find_entry(dump, s) == entry(s, 12, 2, {{0, 10}}));
+
+  t.on_update(a, update({entry(s, 14, 1, {{0, 20}})}), t0 + 2s);
+  CHECK(t.collect_triggered(t0 + 2s) == update({entry(s, 14, 2, {{0, 20}})}));
+  t.on_update(a, update({entry(s, 16, 3, {{0, 20}})}), t0 + 3s);  // metric and seqno: triggered too
+  CHECK(t.collect_triggered(t0 + 3s) == update({entry(s, 16, 4, {{0, 20}})}));
+}
+
+TEST_CASE("route_table: own interval changes bump the seqno and are triggered at once") {
+  auto t = make_table({a});
+  const auto seq = t.own_seqno();
+  const auto g = t.generation();
+  t.set_local_intervals({{30, 40}, {0, 10}, {10, 20}, {50, 50}}, t0 + 1s);
+  CHECK(t.own_seqno() == seq + 2);
+  CHECK(t.local_intervals() == std::vector<route_interval>{{0, 20}, {30, 40}});  // normalised
+  CHECK(t.generation() > g);
+  CHECK(t.collect_triggered(t0 + 1s) == update({entry(me, seq + 2, 0, {{0, 20}, {30, 40}})}));
+  CHECK(t.owner_of(15) == me);
+  CHECK(t.owner_of(25) == std::nullopt);
+}
+
+TEST_CASE("route_table: a poison of ourselves bumps our seqno above it; an echo does not") {
+  auto t = make_table({a});
+  const std::uint64_t own = t.own_seqno();
+  REQUIRE(own % 2 == 0);
+  t.on_update(a, update({entry(me, own, 1)}), t0);  // a's route to us: nothing to do
+  CHECK(t.own_seqno() == own);
+  CHECK(t.collect_triggered(t0) == std::nullopt);
+  t.on_update(a, update({entry(me, own - 1, infinite_metric)}), t0);  // an old poison: beaten already...
+  CHECK(t.own_seqno() == own);
+  CHECK(t.collect_triggered(t0) == update({entry(me, own, 0)}));  // ...but the poisoned may not know yet
+  t.on_update(a, update({entry(me, own + 1, infinite_metric)}), t0 + 1s);
+  CHECK(t.own_seqno() == own + 2);
+  CHECK(t.collect_triggered(t0 + 1s) == update({entry(me, own + 2, 0)}));
+  t.on_update(a, update({entry(me, own + 2, infinite_metric)}), t0 + 2s);
+  CHECK(t.own_seqno() == own + 4);
+  t.on_update(a, update({entry(me, own + 10, 3)}), t0 + 3s);
+  CHECK(t.own_seqno() == own + 12);
+  CHECK(t.next_hop(me) == std::nullopt);
+  CHECK(t.routes().empty());
+}
+
+TEST_CASE("route_table: settling delays a worse newer route's advertisement but not its use") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  REQUIRE(t.collect_triggered(t0).has_value());
+  CHECK(t.settling_time(s) == 0ns);
+
+  // Seqno 12 first arrives over a long path; with no history the settling time is 0: advertised at once.
+  const time_point t1 = t0 + 1s;
+  t.on_update(b, update({entry(s, 12, 4)}), t1);
+  CHECK(t.next_hop(s) == b);
+  CHECK(t.collect_triggered(t1) == update({entry(s, 12, 5)}));
+  // Its best copy comes 100 ms later.
+  t.on_update(a, update({entry(s, 12, 1)}), t1 + 100ms);
+  CHECK(t.collect_triggered(t1 + 100ms) == update({entry(s, 12, 2)}));
+
+  // Seqno 14 arrives: the 100 ms sample enters the EWMA (weight 1/4): 25 ms, settling 2 x 25 ms.
+  const time_point t2 = t0 + 2s;
+  t.on_update(b, update({entry(s, 14, 4)}), t2);
+  CHECK(t.settling_time(s) == 50ms);
+  CHECK(t.next_hop(s) == b);  // used at once
+  CHECK(view_of(t, s).metric == 5);
+  CHECK(t.collect_triggered(t2) == std::nullopt);  // but not advertised yet
+  CHECK(t.next_deadline() == t2 + 50ms);
+  CHECK(t.collect_triggered(t2 + 49ms) == std::nullopt);
+
+  SUBCASE("nothing better comes: the worse route is advertised once settled") {
+    CHECK(t.collect_triggered(t2 + 50ms) == update({entry(s, 14, 5)}));
+  }
+  SUBCASE("the better copy comes within the settling time: the fluctuation never goes out") {
+    t.on_update(a, update({entry(s, 14, 1)}), t2 + 20ms);
+    CHECK(t.next_hop(s) == a);
+    CHECK(t.collect_triggered(t2 + 20ms) == std::nullopt);  // metric 2, as last advertised: seqno-only news
+    CHECK(t.collect_triggered(t2 + 50ms) == std::nullopt);
+    CHECK_FALSE(t.has_pending_output());
+    CHECK(find_entry(t.full_dump(t2 + 1s), s) == entry(s, 14, 2));
+  }
+  SUBCASE("re-selecting the same worse route does not cut the settling short") {
+    t.on_update(b, update({entry(s, 14, 4)}), t2 + 10ms);
+    CHECK(t.collect_triggered(t2 + 10ms) == std::nullopt);
+    CHECK(t.next_deadline() == t2 + 50ms);
+  }
+  SUBCASE("unreachability is never delayed") {
+    t.neighbour_down(a, t2 + 5ms);  // a's (12, 1) would still be feasible: drop it first
+    CHECK(t.collect_triggered(t2 + 5ms) == std::nullopt);
+    t.neighbour_down(b, t2 + 10ms);
+    CHECK(t.collect_triggered(t2 + 10ms) == update({entry(s, 15, infinite_metric)}));
+  }
+}
+
+TEST_CASE("route_table: settling time is capped by max_settling_time") {
+  route_params p;
+  p.max_settling_time = 30ms;
+  auto t = make_table({a, b}, p);
+  t.on_update(b, update({entry(s, 10, 4)}), t0);
+  t.on_update(a, update({entry(s, 10, 1)}), t0 + 1s);  // a 1 s gap between first and best
+  t.on_update(b, update({entry(s, 12, 4)}), t0 + 2s);
+  CHECK(t.settling_time(s) == 30ms);
+}
+
+TEST_CASE("route_table: owner_of with several sources, overlaps and unreachable sources") {
+  auto t = make_table({a, b, c});
+  t.set_local_intervals({{0, 10}}, t0);
+  t.on_update(a, update({entry(20, 10, 1, {{10, 20}, {30, 40}})}), t0);
+  t.on_update(b, update({entry(30, 10, 1, {{20, 30}})}), t0);
+  CHECK(t.owner_of(0) == me);
+  CHECK(t.owner_of(9) == me);
+  CHECK(t.owner_of(10) == node_id{20});
+  CHECK(t.owner_of(19) == node_id{20});
+  CHECK(t.owner_of(20) == node_id{30});
+  CHECK(t.owner_of(29) == node_id{30});
+  CHECK(t.owner_of(30) == node_id{20});
+  CHECK(t.owner_of(39) == node_id{20});
+  CHECK(t.owner_of(40) == std::nullopt);
+  CHECK(t.owner_of(~std::uint64_t{0}) == std::nullopt);
+
+  // Stale overlaps: self first, then the lowest node_id.
+  const auto g = t.generation();
+  t.on_update(c, update({entry(5, 10, 1, {{15, 25}}), entry(7, 10, 1, {{5, 12}})}), t0);
+  CHECK(t.generation() > g);
+  CHECK(t.owner_of(5) == me);
+  CHECK(t.owner_of(9) == me);
+  CHECK(t.owner_of(10) == node_id{7});
+  CHECK(t.owner_of(11) == node_id{7});
+  CHECK(t.owner_of(12) == node_id{20});
+  CHECK(t.owner_of(15) == node_id{5});
+  CHECK(t.owner_of(24) == node_id{5});
+  CHECK(t.owner_of(25) == node_id{30});
+
+  // Only reachable sources count.
+  t.neighbour_down(b, t0 + 1s);
+  CHECK(t.owner_of(27) == std::nullopt);
+  CHECK(t.owner_of(24) == node_id{5});
+  t.neighbour_down(c, t0 + 1s);
+  CHECK(t.owner_of(15) == node_id{20});
+  CHECK(t.owner_of(24) == std::nullopt);
+
+  // A seqno-only change touches neither routes nor the index.
+  const auto g2 = t.generation();
+  t.on_update(a, update({entry(20, 12, 1, {{10, 20}, {30, 40}})}), t0 + 2s);
+  CHECK(t.generation() == g2);
+}
+
+TEST_CASE("route_table: unreachable sources expire, reachable ones do not") {
+  route_params p;
+  p.expiry = 60s;
+  p.full_dump_interval = 10s;  // routes held 35 s, so sources are kept at least 45 s
+  auto t = make_table({a, b}, p);
+  CHECK(t.route_hold_time() == 35s);
+  CHECK(t.source_expiry() == 60s);
+  const route_update b_dump = update({entry(s2, 10, 1), entry(77, 13, infinite_metric)});  // 77: only a retraction
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  t.on_update(b, b_dump, t0);
+  (void)t.collect_triggered(t0);
+  t.neighbour_down(a, t0 + 1s);
+  (void)t.collect_triggered(t0 + 1s);
+  for (time_point at : {t0 + 20s, t0 + 40s}) {  // b's full dumps keep its routes alive
+    t.on_update(b, b_dump, at);
+    t.expire(at);
+  }
+  t.expire(t0 + 59s);
+  CHECK(t.routes().size() == 3);
+  t.expire(t0 + 60s);  // 77 has been unreachable since t0
+  CHECK(t.routes().size() == 2);
+  t.expire(t0 + 60s + 999ms);
+  CHECK(t.routes().size() == 2);
+  t.expire(t0 + 61s);  // s, unreachable since t0 + 1 s
+  REQUIRE(t.routes().size() == 1);
+  CHECK(t.routes()[0].destination == s2);
+  CHECK(t.is_reachable(s2));
+  CHECK_FALSE(find_entry(t.full_dump(t0 + 61s), s).has_value());
+}
+
+TEST_CASE("route_table: sources are kept past the hold time of the routes we advertised for them") {
+  route_params p;
+  p.expiry = 1s;  // too short to be safe: forgetting FD while a neighbour may still hold our finite route
+  p.full_dump_interval = 10s;
+  auto t = make_table({a}, p);
+  CHECK(t.source_expiry() == 45s);
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  (void)t.collect_triggered(t0);
+  t.neighbour_down(a, t0);
+  t.expire(t0 + 45s - 1ms);
+  CHECK(t.routes().size() == 1);
+  t.expire(t0 + 45s);
+  CHECK(t.routes().empty());
+}
+
+TEST_CASE("route_table: a route its neighbour stops refreshing is dropped after the hold time") {
+  route_params p;
+  p.full_dump_interval = 10s;  // hold time 35 s
+  auto t = make_table({a, b}, p);
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  t.on_update(b, update({entry(s, 10, 2)}), t0);
+  (void)t.collect_triggered(t0);  // FD(s) = (10, 2): b's route is not feasible
+  t.on_update(b, update({entry(s, 10, 2)}), t0 + 20s);  // b refreshes, a falls silent
+  t.expire(t0 + 35s - 1ms);
+  CHECK(t.next_hop(s) == a);
+  t.expire(t0 + 35s);
+  CHECK_FALSE(t.is_reachable(s));  // like a broken link: poisoned at once
+  CHECK(t.collect_triggered(t0 + 35s) == update({entry(s, 11, infinite_metric)}));
+  using req = std::pair<node_id, route_request>;
+  CHECK(t.collect_requests(t0 + 35s) == std::vector<req>{{b, {s, 12, 64}}});
+  t.expire(t0 + 55s);  // b's entry times out as well: nobody to ask any more
+  t.on_update(b, update({entry(s, 10, 2)}), t0 + 56s);
+  t.neighbour_down(b, t0 + 57s);
+  CHECK(t.collect_requests(t0 + 57s).empty());
+}
+
+TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
+  auto t = make_table({a, b, c});
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  (void)t.collect_triggered(t0);
+  using kind = route_table::request_action::kind_t;
+
+  SUBCASE("for ourselves: seqno raised to an even value >= the one asked") {
+    const auto own = t.own_seqno();
+    auto act = t.on_request(b, {me, own + 5, 64}, t0);
+    CHECK(act.kind == kind::bumped_own);
+    CHECK(t.own_seqno() == own + 6);
+    CHECK(t.collect_triggered(t0) == update({entry(me, own + 6, 0)}));
+    act = t.on_request(b, {me, own + 2, 64}, t0);  // already satisfied: re-advertised, not bumped again
+    CHECK(t.own_seqno() == own + 6);
+    CHECK(t.collect_triggered(t0) == update({entry(me, own + 6, 0)}));
+  }
+  SUBCASE("we hold the seqno asked for: re-advertise, do not forward") {
+    auto act = t.on_request(b, {s, 10, 64}, t0);
+    CHECK(act.kind == kind::none);
+    CHECK(t.collect_triggered(t0) == update({entry(s, 10, 2)}));
+  }
+  SUBCASE("newer seqno wanted: forward to the next hop with one hop less, once per holdoff") {
+    auto act = t.on_request(b, {s, 12, 64}, t0);
+    CHECK(act.kind == kind::forward);
+    CHECK(act.forward_to == a);
+    CHECK(act.forwarded == route_request{s, 12, 63});
+    CHECK(t.on_request(c, {s, 12, 64}, t0 + 10ms).kind == kind::none);  // duplicate
+    CHECK(t.on_request(c, {s, 14, 64}, t0 + 10ms).kind == kind::forward);  // a newer wish is not
+    CHECK(t.on_request(c, {s, 14, 64}, t0 + 210ms).kind == kind::forward);  // after the holdoff
+  }
+  SUBCASE("not forwarded back to the asker, past the hop limit, or for unknown sources") {
+    CHECK(t.on_request(a, {s, 12, 64}, t0).kind == kind::none);
+    CHECK(t.on_request(b, {s, 12, 1}, t0).kind == kind::none);
+    CHECK(t.on_request(b, {s, 12, 0}, t0).kind == kind::none);
+    CHECK(t.on_request(b, {12345, 12, 64}, t0).kind == kind::none);
+    CHECK(t.on_request(99, {s, 12, 64}, t0).kind == kind::none);  // not a neighbour
+    CHECK(t.collect_triggered(t0) == std::nullopt);
+  }
+  SUBCASE("unreachable here: forwarded to the neighbour with the best finite route") {
+    t.on_update(c, update({entry(s, 10, 3)}), t0);  // unfeasible
+    t.on_update(b, update({entry(s, 10, 5)}), t0);  // unfeasible, longer
+    t.neighbour_down(a, t0 + 1s);
+    REQUIRE_FALSE(t.is_reachable(s));
+    auto act = t.on_request(b, {s, 12, 64}, t0 + 1s);
+    CHECK(act.kind == kind::forward);
+    CHECK(act.forward_to == c);
+  }
+}
+
+TEST_CASE("route_table: ignores updates from itself, from non-neighbours and routes through itself") {
+  auto t = make_table({a});
+  const auto g = t.generation();
+  t.on_update(me, update({entry(s, 10, 1)}), t0);
+  t.on_update(b, update({entry(s, 10, 1)}), t0);  // b is not up
+  CHECK(t.routes().empty());
+  CHECK(t.generation() == g);
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  t.neighbour_down(a, t0);
+  t.on_update(a, update({entry(s, 12, 1)}), t0);  // a late frame from a dead link
+  CHECK_FALSE(t.is_reachable(s));
+  t.neighbour_up(me, t0);
+  CHECK(t.neighbours().empty());
+}
+
+TEST_CASE("route_table: full dumps carry everything, bump the own seqno and restart the period") {
+  route_params p;
+  p.full_dump_interval = 10s;
+  auto t = make_table({a, b}, p);
+  CHECK_FALSE(t.full_dump_due(t0));
+  CHECK(t.next_deadline() == t0 + 10s);
+  CHECK(t.full_dump_due(t0 + 10s));
+
+  t.set_local_intervals({{0, 5}}, t0);
+  t.on_update(a, update({entry(s, 10, 1, {{5, 6}})}), t0);
+  t.on_update(b, update({entry(s2, 10, 1)}), t0);
+  t.neighbour_down(b, t0 + 1s);  // s2 unreachable, at seqno 11
+  CHECK(t.has_pending_output());
+  const auto own = t.own_seqno();
+  const route_update dump = t.full_dump(t0 + 1s);
+  CHECK(t.own_seqno() == own + 2);
+  CHECK(dump == route_update{true,
+                             {entry(me, own + 2, 0, {{0, 5}}), entry(s, 10, 2, {{5, 6}}), entry(s2, 11, infinite_metric)}});
+  // Pending entries stay pending: the dump may have gone to one new neighbour only.
+  // (s2 was lost before it was ever advertised: nothing to retract.)
+  CHECK(t.collect_triggered(t0 + 1s) == update({entry(s, 10, 2, {{5, 6}}), entry(me, own + 2, 0, {{0, 5}})}));
+  CHECK_FALSE(t.full_dump_due(t0 + 10s));
+  CHECK(t.full_dump_due(t0 + 11s));
+
+  t.neighbour_up(c, t0 + 2s);  // a new neighbour gets everything at once
+  CHECK(t.own_seqno() == own + 4);
+  CHECK(t.full_dump_due(t0 + 2s));
+  CHECK(t.next_deadline() == t0 + 2s);
+}
+
+TEST_CASE("route_table: generation moves with next hops and reachability only") {
+  auto t = make_table({a, b});
+  auto g = t.generation();
+  t.on_update(a, update({entry(s, 10, 2)}), t0);
+  CHECK(t.generation() == ++g);
+  t.on_update(a, update({entry(s, 12, 2)}), t0);  // seqno only
+  CHECK(t.generation() == g);
+  t.on_update(b, update({entry(s, 12, 1)}), t0);  // next hop moves
+  CHECK(t.generation() == ++g);
+  t.on_update(b, update({entry(s, 12, infinite_metric)}), t0);  // back to a (same seqno, still feasible)
+  CHECK(t.next_hop(s) == a);
+  CHECK(t.generation() == ++g);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Whole networks. Every test runs the harness's loop watch after every event that moved a next hop.
+
+namespace {
+
+using namespace phoenix::overlay::sim;
+
+void converge(route_sim& sim) {
+  CHECK(sim.run_until_quiet(20s));
+  REQUIRE_MESSAGE(sim.first_violation().empty(), sim.first_violation());
+  REQUIRE_MESSAGE(sim.convergence_violation().empty(), sim.convergence_violation());
+}
+
+}  // namespace
+
+TEST_CASE("route_table: sim: the loop watch does catch a forged loop") {
+  route_sim sim(3, {});
+  sim.link(0, 1);
+  converge(sim);
+  const node_id far = route_sim::id(2);  // isolated: nobody has a route
+  // Lies no correct table would tell: each claims a route to `far` the other accepts.
+  sim.table(0).on_update(route_sim::id(1), update({entry(far, 100, 1)}), sim.now());
+  sim.table(1).on_update(route_sim::id(0), update({entry(far, 100, 1)}), sim.now());
+  CHECK(sim.loop_violation().find("loop") != std::string::npos);
+  CHECK_FALSE(sim.convergence_violation().empty());
+}
+
+TEST_CASE("route_table: sim: converges on lines, rings, stars and random graphs") {
+  struct shape {
+    const char* name;
+    std::size_t n;
+    edge_list edges;
+  };
+  for (const auto& sh : {shape{"line 5", 5, line_edges(5)}, shape{"line 20", 20, line_edges(20)},
+                         shape{"ring 5", 5, ring_edges(5)}, shape{"ring 20", 20, ring_edges(20)},
+                         shape{"star 20", 20, star_edges(20)}, shape{"random 50", 50, random_edges(50, 4, 7)}}) {
+    CAPTURE(sh.name);
+    route_sim sim(sh.n, {});
+    wire(sim, sh.edges);
+    converge(sim);
+    CHECK(sim.deliveries() > 0);
+  }
+}
+
+TEST_CASE("route_table: sim: a ring re-converges around a cut, then heals") {
+  route_sim sim(20, {});
+  wire(sim, ring_edges(20));
+  converge(sim);
+  sim.cut(0, 1);
+  converge(sim);  // every pair still reachable, the long way round
+  CHECK(sim.table(0).next_hop(route_sim::id(1)) == route_sim::id(19));
+  sim.link(0, 1);
+  converge(sim);
+  CHECK(sim.table(0).next_hop(route_sim::id(1)) == route_sim::id(1));
+}
+
+TEST_CASE("route_table: sim: a line partitions at a cut and comes back after neighbour_up") {
+  route_sim sim(20, {});
+  wire(sim, line_edges(20));
+  converge(sim);
+  sim.cut(9, 10);
+  converge(sim);  // checks unreachability across the cut and owner_of == nullopt there
+  CHECK_FALSE(sim.table(0).is_reachable(route_sim::id(19)));
+  CHECK_FALSE(sim.table(0).owner_of(19 * route_sim::vnodes_per_node).has_value());
+  CHECK(sim.table(0).is_reachable(route_sim::id(9)));
+  sim.link(9, 10);
+  converge(sim);
+  CHECK(sim.table(0).is_reachable(route_sim::id(19)));
+}
+
+TEST_CASE("route_table: sim: random 50-node graph survives several cuts and repairs") {
+  route_sim sim(50, {});
+  const edge_list edges = random_edges(50, 4, 11);
+  wire(sim, edges);
+  converge(sim);
+  for (std::size_t k = 0; k < edges.size(); k += edges.size() / 4) sim.cut(edges[k].first, edges[k].second);
+  converge(sim);
+  for (std::size_t k = 0; k < edges.size(); k += edges.size() / 4) sim.link(edges[k].first, edges[k].second);
+  converge(sim);
+}
+
+TEST_CASE("route_table: sim: flapping links with periodic dumps and expiry never loop") {
+  sim_options opt;
+  opt.params.full_dump_interval = 1s;
+  opt.params.expiry = 3s;
+  opt.seed = 42;
+  route_sim sim(20, opt);
+  const edge_list edges = random_edges(20, 4, 5);
+  wire(sim, edges);
+  std::mt19937_64 rng(99);
+  for (int round = 0; round < 80; ++round) {
+    const auto [x, y] = edges[rng() % edges.size()];
+    if (sim.linked(x, y)) sim.cut(x, y);
+    else sim.link(x, y);
+    sim.run_for(std::chrono::milliseconds(rng() % 400));
+    REQUIRE_MESSAGE(sim.first_violation().empty(), sim.first_violation());
+  }
+  for (auto [x, y] : edges) sim.link(x, y);
+  converge(sim);
+  MESSAGE("flap test: " << sim.deliveries() << " deliveries, " << sim.checks() << " loop checks");
+}
+
+TEST_CASE("route_table: sim: a full dump sent to the new neighbour only (as the overlay does) is enough") {
+  sim_options opt;
+  opt.dump_to_new_neighbour_only = true;
+  route_sim sim(20, opt);
+  const edge_list edges = random_edges(20, 4, 3);
+  wire(sim, edges);
+  converge(sim);
+  for (std::size_t k = 0; k < edges.size(); k += 5) sim.cut(edges[k].first, edges[k].second);
+  converge(sim);
+  for (std::size_t k = 0; k < edges.size(); k += 5) sim.link(edges[k].first, edges[k].second);
+  converge(sim);
+}

@@ -1,0 +1,51 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "phoenix/message_log.hpp"
+#include "support/temp_dir.hpp"
+
+using phoenix::overlay::packet;
+
+namespace {
+packet make(std::uint64_t dest, int tag, std::size_t n) {
+  packet p;
+  p.dest = dest;
+  p.source = 1ull << 63;
+  p.tag = tag;
+  p.body.resize(n);
+  for (std::size_t i = 0; i < n; ++i) p.body[i] = static_cast<std::byte>(i * 7 + dest);
+  return p;
+}
+}  // namespace
+
+TEST_CASE("message_log: round trip keeps every message and its order") {
+  phoenix::test::temp_dir dir;
+  const auto file = dir / "node.log";
+  std::vector<packet> in;
+  for (int i = 0; i < 50; ++i) in.push_back(make(static_cast<std::uint64_t>(i * 1000), i, static_cast<std::size_t>(i * 37)));
+  REQUIRE(phoenix::write_message_log(file, in) == "");
+  std::vector<packet> out;
+  REQUIRE(phoenix::read_message_log(file, out) == "");
+  REQUIRE(out.size() == in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    CHECK(out[i].dest == in[i].dest);
+    CHECK(out[i].source == in[i].source);
+    CHECK(out[i].tag == in[i].tag);
+    CHECK(out[i].body == in[i].body);
+  }
+}
+
+TEST_CASE("message_log: a truncated or foreign file is rejected, not half-read") {
+  phoenix::test::temp_dir dir;
+  const auto file = dir / "node.log";
+  REQUIRE(phoenix::write_message_log(file, {make(1, 1, 100), make(2, 2, 100)}) == "");
+  const auto size = std::filesystem::file_size(file);
+  std::filesystem::resize_file(file, size - 5);
+  std::vector<packet> out;
+  CHECK(phoenix::read_message_log(file, out) != "");
+  CHECK(out.empty());
+  std::ofstream(dir / "other") << "hello world, not a log";
+  CHECK(phoenix::read_message_log(dir / "other", out) != "");
+  CHECK(phoenix::read_message_log(dir / "missing", out).find("missing") != std::string::npos);
+}

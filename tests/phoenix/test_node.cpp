@@ -1,0 +1,239 @@
+// phoenix::Node end to end, several nodes in one process over loopback TCP.
+#include <doctest/doctest.h>
+
+#include <spdlog/sinks/ringbuffer_sink.h>
+
+#include <map>
+#include <thread>
+
+#include <phoenix/config.hpp>
+#include <phoenix/node.hpp>
+
+#include "overlay/log.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace std::chrono_literals;
+using phoenix::Interval;
+using phoenix::Node;
+
+namespace {
+
+constexpr std::uint64_t L = 1000;
+
+phoenix::Config base_config(const std::string& name, const std::string& key) {
+  phoenix::Config c;
+  c.name = name;
+  c.space_size = L;
+  c.cluster_key_file = key;
+  c.retry_interval_ms = 50;
+  return c;
+}
+
+std::string payload_of(const phoenix::Message& m) {
+  return std::string(reinterpret_cast<const char*>(m.data()), m.size());
+}
+
+// Sends text to v and asserts it arrives at `at`, within a deadline.
+void expect_delivery(Node& from, Node& at, std::uint64_t v, const std::string& text) {
+  REQUIRE_FALSE(from.send(v, 1, text.data(), text.size()));
+  auto m = at.recv_for(1, 5s);
+  REQUIRE(m);
+  CHECK(payload_of(*m) == text);
+  CHECK(m->dest() == v);
+  CHECK(m->source() == from.resource_name());
+}
+
+struct log_capture {
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  log_capture() { phoenix::overlay::logger()->sinks().push_back(sink); }
+  ~log_capture() {
+    auto& sinks = phoenix::overlay::logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  }
+  bool contains(const std::string& text) const {
+    for (const auto& line : sink->last_formatted())
+      if (line.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds limit = 5s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return cond();
+}
+
+// Two nodes with one cluster key, b linked to a.
+struct two_nodes {
+  phoenix::test::temp_dir dir;
+  std::string key = dir.make_key();
+  Node a{base_config("a", key)};
+  Node b{base_config("b", key)};
+  two_nodes() {
+    REQUIRE_FALSE(a.initialize("tcp://127.0.0.1:0"));
+    REQUIRE_FALSE(b.initialize("tcp://127.0.0.1:0"));
+    REQUIRE_FALSE(b.add_port(a.local_port()));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("node: two nodes exchange messages through their virtual nodes, in order, exactly once") {
+  two_nodes t;
+  Node& a = t.a;
+  Node& b = t.b;
+  CHECK(a.resource_name() >= L);
+  CHECK(b.resource_name() >= L);
+  CHECK(a.resource_name() != b.resource_name());
+  REQUIRE_FALSE(a.assume({0, 500}));
+  REQUIRE_FALSE(b.assume({500, 1000}));
+
+  expect_delivery(a, b, 777, "hello b");
+  expect_delivery(b, a, 3, "hello a");
+  expect_delivery(a, a, 10, "to myself");
+
+  const int n = 2000;
+  for (int i = 0; i < n; ++i) {
+    const std::string s = std::to_string(i);
+    REQUIRE_FALSE(a.send(500 + static_cast<std::uint64_t>(i % 500), 2, s.data(), s.size()));
+  }
+  std::map<std::uint64_t, int> last;  // per virtual node: the last number seen, to check send order
+  for (int i = 0; i < n; ++i) {
+    auto m = b.recv_for(2, 5s);
+    REQUIRE(m);
+    const int k = std::stoi(payload_of(*m));
+    CHECK(m->dest() == 500 + static_cast<std::uint64_t>(k % 500));
+    auto [it, fresh] = last.emplace(m->dest(), k);
+    if (!fresh) {
+      CHECK(k > it->second);
+      it->second = k;
+    }
+  }
+  CHECK_FALSE(b.try_recv(2));
+}
+
+TEST_CASE("node: a message to a virtual node nobody assumes waits until someone does") {
+  two_nodes t;
+  Node& a = t.a;
+  Node& b = t.b;
+  REQUIRE_FALSE(a.send(42, 1, "early", 5));
+  REQUIRE_FALSE(a.recv_for(1, 200ms));
+  CHECK(wait_for([&] { return a.routing_snapshot().waiting_messages == 1; }));
+  REQUIRE_FALSE(b.assume({40, 50}));
+  auto m = b.recv_for(1, 5s);
+  REQUIRE(m);
+  CHECK(payload_of(*m) == "early");
+}
+
+TEST_CASE("node: ph_release sends messages queued locally on to the next owner") {
+  two_nodes t;
+  Node& a = t.a;
+  Node& b = t.b;
+  REQUIRE_FALSE(a.assume({0, 100}));
+  for (int i = 0; i < 10; ++i) REQUIRE_FALSE(b.send(static_cast<std::uint64_t>(i), 5, &i, sizeof i));
+  // Let them arrive at a without receiving them.
+  REQUIRE(wait_for([&] {
+    (void)a.recv_for(99, 1ms);  // drive a's progress without taking tag 5
+    return b.routing_snapshot().links.size() == 1 && b.routing_snapshot().links[0].frames_unacked == 0;
+  }));
+  REQUIRE_FALSE(a.release({0, 100}));
+  REQUIRE_FALSE(b.assume({0, 100}));
+  for (int i = 0; i < 10; ++i) {
+    auto m = b.recv_for(5, 5s);
+    REQUIRE(m);
+    int k = -1;
+    std::memcpy(&k, m->data(), sizeof k);
+    CHECK(k == i);
+  }
+  CHECK_FALSE(a.try_recv(5));
+}
+
+TEST_CASE("node: finalize logs undelivered messages and a new incarnation delivers them") {
+  phoenix::test::temp_dir dir;
+  const auto key = dir.make_key();
+  const auto log = (dir / "a.log").string();
+  Node a(base_config("a", key));
+  REQUIRE_FALSE(a.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(a.assume({0, 10}));
+  for (int i = 0; i < 3; ++i) REQUIRE_FALSE(a.send(static_cast<std::uint64_t>(i), 1, &i, sizeof i));
+  REQUIRE_FALSE(a.finalize(log.c_str()));
+  CHECK_FALSE(a.running());
+
+  Node again(base_config("a2", key));
+  REQUIRE_FALSE(again.initialize("tcp://127.0.0.1:0", log.c_str()));
+  CHECK_FALSE(again.recv_for(1, 100ms));  // not assumed yet: they wait
+  REQUIRE_FALSE(again.assume({0, 10}));
+  for (int i = 0; i < 3; ++i) {
+    auto m = again.recv_for(1, 5s);
+    REQUIRE(m);
+    CHECK(m->dest() == static_cast<std::uint64_t>(i));
+  }
+}
+
+TEST_CASE("node: a peer with another cluster key is refused, with the reason logged on both sides") {
+  phoenix::test::temp_dir dir;
+  log_capture logs;
+  Node a(base_config("keyed-a", dir.make_key("a.key")));
+  Node b(base_config("keyed-b", dir.make_key("b.key")));
+  REQUIRE_FALSE(a.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(b.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(a.assume({0, 10}));
+  REQUIRE_FALSE(b.add_port(a.local_port()));
+  // Each side verifies the other's proof of the key, so both refuse, and each says so in its own log.
+  CHECK(wait_for([&] { return logs.contains("keyed-a: link") && logs.contains("keyed-b: link"); }));
+  CHECK(logs.contains("cluster key mismatch"));
+  REQUIRE_FALSE(b.send(1, 1, "x", 1));
+  CHECK_FALSE(a.recv_for(1, 300ms));
+}
+
+TEST_CASE("node: a peer with another L is refused") {
+  phoenix::test::temp_dir dir;
+  const auto key = dir.make_key();
+  log_capture logs;
+  auto cb = base_config("other-l", key);
+  cb.space_size = 2000;
+  Node a(base_config("a", key));
+  Node b(cb);
+  REQUIRE_FALSE(a.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(b.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(b.add_port(a.local_port()));
+  CHECK(wait_for([&] { return logs.contains("other-l: link") && logs.contains("a: link"); }));
+  CHECK(logs.contains("L=2000"));
+  CHECK(logs.contains("L=1000"));
+}
+
+TEST_CASE("node: every call with bad arguments returns an error") {
+  phoenix::test::temp_dir dir;
+  const auto key = dir.make_key();
+  Node a(base_config("a", key));
+  int x = 0;
+  CHECK(a.send(1, 1, &x, sizeof x).value() == PH_ESTATE);
+  CHECK(a.assume({0, 1}).value() == PH_ESTATE);
+  CHECK(a.add_port("tcp://127.0.0.1:1").value() == PH_ESTATE);
+  CHECK_FALSE(a.recv_for(1, 10ms));
+  CHECK(a.initialize("nonsense").value() == PH_EADDR);
+  REQUIRE_FALSE(a.initialize("tcp://127.0.0.1:0"));
+  CHECK(a.initialize("tcp://127.0.0.1:0").value() == PH_ESTATE);
+  CHECK(a.assume({5, 5}).value() == PH_EINVAL);
+  CHECK(a.assume({5, 1}).value() == PH_EINVAL);
+  CHECK(a.assume({0, L + 1}).value() == PH_EINVAL);
+  REQUIRE_FALSE(a.assume({0, 10}));
+  CHECK(a.assume({9, 11}).value() == PH_EOVERLAP);
+  CHECK(a.release({10, 12}).value() == PH_ENOTASSUMED);
+  CHECK(a.send(1, -3, &x, sizeof x).value() == PH_EINVAL);
+  CHECK(a.send(1, 1, nullptr, 4).value() == PH_EINVAL);
+  CHECK(a.add_port("tcp://no-port").value() == PH_EADDR);
+  CHECK(a.add_port("ssh://gw/h:1").value() == PH_ENOTSUP);
+  CHECK(a.assumed() == std::vector<Interval>{{0, 10}});
+  REQUIRE_FALSE(a.finalize());
+  CHECK(a.finalize().value() == PH_ESTATE);
+}
+
+TEST_CASE("node: a missing cluster key file is a clear error") {
+  phoenix::test::temp_dir dir;
+  Node a(base_config("a", (dir / "absent.key").string()));
+  CHECK(a.initialize("tcp://127.0.0.1:0").value() == PH_EKEY);
+}

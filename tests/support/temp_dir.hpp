@@ -1,0 +1,40 @@
+// A temporary directory removed at the end of the test, and a cluster key file in it.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "apps/launch/key_file.hpp"
+
+namespace phoenix::test {
+
+class temp_dir {
+ public:
+  temp_dir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("phoenix-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+  // A fresh random cluster key, mode 600.
+  std::string make_key(const std::string& name = "cluster.key") const {
+    return launch::write_cluster_key(path_ / name);
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace phoenix::test
