@@ -116,9 +116,8 @@ void overlay::accept_next() {
     if (!ec) {
       std::error_code ignored;
       const auto remote = s.remote_endpoint(ignored);
-      auto c = make_connection(false, remote.address().to_string() + ":" + std::to_string(remote.port()), std::move(s));
-      handshaking_.insert(c);
-      c->start();
+      start_connection(
+          make_connection(false, remote.address().to_string() + ":" + std::to_string(remote.port()), std::move(s)));
     } else {
       logger()->warn("{}: accept failed: {}", config_.name, ec.message());
     }
@@ -164,8 +163,7 @@ void overlay::dial(dialer& d) {
             return;
           }
           d.conn = make_connection(true, d.text, std::move(*socket));
-          handshaking_.insert(d.conn);
-          d.conn->start();
+          start_connection(d.conn);
         });
       });
 }
@@ -279,6 +277,27 @@ void overlay::log_link_failure(const std::string& endpoint, bool refused, unsign
   logger()->log(level, "{}: link {} failed: {}", config_.name, endpoint, reason);
 }
 
+bool overlay::drop_link(node_id peer) {
+  const auto it = neighbours_.find(peer);
+  if (it == neighbours_.end() || !it->second->conn || !it->second->conn->is_up()) return false;
+  drop(*it->second->conn, "dropped on request (fault injection)");
+  return true;
+}
+
+void overlay::connect_local(overlay& other) {
+  asio::local::stream_protocol::socket mine(io_), theirs(other.io_);
+  asio::local::connect_pair(mine, theirs);
+  start_connection(std::make_shared<local_connection>(*this, conn_params_, true, "local:" + other.config_.name,
+                                                      std::move(mine)));
+  other.start_connection(std::make_shared<local_connection>(other, other.conn_params_, false,
+                                                            "local:" + config_.name, std::move(theirs)));
+}
+
+void overlay::start_connection(std::shared_ptr<connection> c) {
+  handshaking_.insert(c);
+  c->start();
+}
+
 std::size_t overlay::drop_links() {
   std::vector<std::shared_ptr<connection>> up;
   for (auto& [id, nb] : neighbours_)
@@ -332,14 +351,19 @@ void overlay::account(std::int64_t delta) {
   held_bytes_.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
 }
 
-overlay::send_result overlay::send(packet p) {
-  if (p.body.size() > config_.max_message_bytes) return send_result::too_big;
-  if (held_bytes() + p.footprint() > config_.max_waiting_bytes) return send_result::would_block;
+// The bound covers everything this node holds for sending (waiting or unacknowledged by the next hop), so a
+// burst of sends from application threads is refused at once, not silently dropped later.
+bool overlay::try_reserve(std::uint64_t bytes) {
+  const auto before = held_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  if (before + bytes <= config_.max_waiting_bytes) return true;
+  held_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  return false;
+}
+
+void overlay::send(packet p) {
   p.source = self_;
   p.hops_left = config_.hop_limit;
-  account(static_cast<std::int64_t>(p.footprint()));
   route(std::move(p));
-  return send_result::ok;
 }
 
 void overlay::on_data(connection&, const data_head& head, phoenix::Bytes body) {
@@ -455,18 +479,24 @@ void overlay::send_update(const route_update& u, connection* only) {
   for (const auto& payload : payloads) {
     auto frame = make_control_frame(frame_type::route_update, payload);
     if (only) {
+      routing_bytes_sent_ += frame.size();
       only->send_control(std::move(frame));
       continue;
     }
-    for (auto& [id, nb] : neighbours_)
-      if (nb->conn && nb->conn->is_up()) nb->conn->send_control(frame);
+    for (auto& [id, nb] : neighbours_) {
+      if (!nb->conn || !nb->conn->is_up()) continue;
+      routing_bytes_sent_ += frame.size();
+      nb->conn->send_control(frame);
+    }
   }
 }
 
 void overlay::send_request(node_id to, const route_request& r) {
   const auto it = neighbours_.find(to);
   if (it == neighbours_.end() || !it->second->conn || !it->second->conn->is_up()) return;
-  it->second->conn->send_control(make_control_frame(frame_type::route_request, encode_request(r)));
+  auto frame = make_control_frame(frame_type::route_request, encode_request(r));
+  routing_bytes_sent_ += frame.size();
+  it->second->conn->send_control(std::move(frame));
 }
 
 // --- leaving ------------------------------------------------------------------------------------------------

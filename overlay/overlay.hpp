@@ -86,11 +86,12 @@ class overlay final : public connection_owner {
   std::error_code listen(const std::string& address, std::string& bound, std::string* error = nullptr);
   std::error_code add_port(const std::string& address, std::string* error = nullptr);
 
-  // Messages. send() takes a packet from this node's application (its hop budget is set here); inject() takes
-  // a packet that was already on its way (put back by ph_release, or read from a log) and delivers, forwards
-  // or holds it like any arriving packet.
-  enum class send_result { ok, would_block, too_big };
-  send_result send(packet p);
+  // Messages. An application's packet first reserves its bytes against max_waiting_bytes (any thread, so
+  // ph_send can refuse with PH_EAGAIN before handing the packet to the I/O context), then send() takes it
+  // and sets its origin and hop budget. inject() takes a packet that was already on its way (put back by
+  // ph_release, or read from a log) and delivers, forwards or holds it like any arriving packet.
+  bool try_reserve(std::uint64_t bytes);
+  void send(packet p);  // precondition: try_reserve(p.footprint()) succeeded
   void inject(packet p);
 
   // Mapping: the intervals of [0, L) this node assumes.
@@ -108,6 +109,16 @@ class overlay final : public connection_owner {
   std::vector<packet> take_undelivered();  // waiting packets and any still unacknowledged by a neighbour
 
   std::size_t drop_links();  // fault injection: close every link's connection as a network failure would
+  bool drop_link(node_id peer);  // the same for the link to one neighbour
+
+  // An in-process link with the same framing and handshake, over a connected local socket pair: for
+  // simulations of many nodes in one process (bench/routing_scale). Both overlays must share io_context.
+  void connect_local(overlay& other);
+  std::uint64_t routing_bytes_sent() const { return routing_bytes_sent_; }
+
+  // What this node's routing table says now (cheap; for tests and convergence measurements).
+  bool can_reach(node_id destination) const { return table_.is_reachable(destination); }
+  std::optional<node_id> owner_of(std::uint64_t vnode) const { return table_.owner_of(vnode); }
   std::uint64_t held_bytes() const { return held_bytes_.load(std::memory_order_relaxed); }
   overlay_view view() const;
 
@@ -150,6 +161,7 @@ class overlay final : public connection_owner {
   void log_link_failure(const std::string& endpoint, bool refused, unsigned failures, const std::string& reason);
   dialer* dialer_of(const connection& c);
   std::shared_ptr<connection> make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s);
+  void start_connection(std::shared_ptr<connection> c);
   bool keeps_existing(const connection& existing, const connection& incoming) const;
   void drop(connection& c, const std::string& reason);
 
@@ -176,6 +188,7 @@ class overlay final : public connection_owner {
   std::deque<packet> waiting_;
   std::uint64_t waiting_bytes_ = 0;
   std::uint64_t links_lost_ = 0;
+  std::uint64_t routing_bytes_sent_ = 0;
   std::atomic<std::uint64_t> held_bytes_{0};
   std::map<std::string, std::chrono::steady_clock::time_point> refusals_warned_;
   bool shutting_down_ = false;

@@ -71,7 +71,13 @@ class Node::Impl {
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;
 
+  // Packets from ph_send on their way to the I/O context, in send order (see send()).
+  std::mutex outbox_mu_;
+  std::vector<overlay::packet> outbox_;
+  std::atomic<bool> drain_posted_{false};
+
  private:
+  void drain_outbox();
   std::error_code fail(int code, const std::string& why);
   void deliver(overlay::packet&& p);
   overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
@@ -126,6 +132,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   }
 
   resource_name_ = make_resource_name(config_.space_size);
+  drain_posted_ = false;
   progress_ = std::make_unique<progress_engine>();
   overlay_ = std::make_unique<overlay::overlay>(progress_->io(), overlay_config(std::move(key)), resource_name_,
                                                 [this](overlay::packet&& p) { deliver(std::move(p)); });
@@ -185,9 +192,30 @@ std::error_code Node::Impl::send(vp_t dest, int tag, std::span<const std::byte> 
   p.dest = dest;
   p.tag = tag;
   p.body.assign(data.begin(), data.end());
-  if (overlay_->held_bytes() + p.footprint() > config_.max_waiting_bytes) return make_error_code(PH_EAGAIN);
-  progress_->execute([ov = overlay_.get(), p = std::move(p)]() mutable { ov->send(std::move(p)); });
+  if (!overlay_->try_reserve(p.footprint())) return make_error_code(PH_EAGAIN);
+  // One queue for every sending thread keeps send order whether a packet goes out inline (the token was
+  // free: the write happens before ph_send returns) or later, drained by whoever holds the token.
+  {
+    std::lock_guard lock(outbox_mu_);
+    outbox_.push_back(std::move(p));
+  }
+  if (progress_->try_run([this] { drain_outbox(); })) return {};
+  if (!drain_posted_.exchange(true)) {
+    asio::post(progress_->io(), [this] {
+      drain_posted_ = false;
+      drain_outbox();
+    });
+  }
   return {};
+}
+
+void Node::Impl::drain_outbox() {
+  std::vector<overlay::packet> batch;
+  {
+    std::lock_guard lock(outbox_mu_);
+    batch.swap(outbox_);
+  }
+  for (auto& p : batch) overlay_->send(std::move(p));
 }
 
 std::vector<overlay::packet> Node::Impl::take_inbox_packets(const std::function<bool(vp_t)>& which) {
@@ -231,7 +259,10 @@ std::error_code Node::Impl::release(Interval s) {
 
 std::error_code Node::Impl::finalize(const char* log_out) {
   if (!running_.exchange(false)) return make_error_code(PH_ESTATE);
-  progress_->call([&] { overlay_->begin_shutdown(); });
+  progress_->call([&] {
+    drain_outbox();  // what ph_send accepted goes out before the links drain
+    overlay_->begin_shutdown();
+  });
   if (!progress_->drive_until([&] { return overlay_->is_drained(); }, clock::now() + drain_timeout))
     logger()->warn("{}: links did not drain within {} s; logging what is left", config_.name, drain_timeout.count());
   progress_->call([&] { overlay_->say_goodbye_and_close(); });

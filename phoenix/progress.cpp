@@ -45,7 +45,7 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       std::this_thread::yield();
       acquire();
     } else if (now < spin_until) {
-      io_.poll();
+      poll_some();
     } else {
       io_.run_one_for(std::min<clock::duration>(deadline - now, std::chrono::milliseconds(20)));
     }
@@ -53,6 +53,13 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
   }
   release();
   return ok;
+}
+
+// poll() would run until nothing is ready, which under a flood of arriving messages is never: each read
+// completes at once and starts the next. A bounded batch keeps the caller's deadline and done() honest.
+void progress_engine::poll_some() {
+  for (int i = 0; i < poll_batch && io_.poll_one(); ++i) {
+  }
 }
 
 void progress_engine::background_loop() {
@@ -68,8 +75,7 @@ void progress_engine::background_loop() {
       std::this_thread::sleep_for(linger_time);
       continue;
     }
-    io_.run_one_for(std::chrono::milliseconds(100));
-    io_.poll();  // finish what is ready before letting go
+    if (io_.run_one_for(std::chrono::milliseconds(100))) poll_some();  // a batch of what is ready, then let go
     token_.unlock();
   }
 }

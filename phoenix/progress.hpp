@@ -43,16 +43,13 @@ class progress_engine {
   void start_background();
   void stop_background();  // joins the background thread; the io_context stays usable by app threads
 
-  // Runs f on the event loop's side: inline if the token can be taken at once (returns true), else posted.
+  // Runs f holding the token if it can be taken at once; returns false (f not run) otherwise.
   template <class F>
-  bool execute(F&& f) {
-    if (token_.try_lock()) {
-      f();
-      release();
-      return true;
-    }
-    asio::post(io_, std::forward<F>(f));
-    return false;
+  bool try_run(F&& f) {
+    if (!token_.try_lock()) return false;
+    f();
+    release();
+    return true;
   }
 
   // Runs f holding the token and returns its result (waits for the token).
@@ -79,6 +76,8 @@ class progress_engine {
   void acquire();
   void release();
   void background_loop();
+  void poll_some();
+  static constexpr int poll_batch = 64;
 
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_;

@@ -1,6 +1,7 @@
 // phoenix::Node end to end, several nodes in one process over loopback TCP.
 #include <doctest/doctest.h>
 
+#include <asio.hpp>
 #include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <map>
@@ -9,6 +10,8 @@
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
 
+#include "overlay/address.hpp"
+#include "overlay/frame.hpp"
 #include "overlay/log.hpp"
 #include "support/temp_dir.hpp"
 
@@ -236,4 +239,46 @@ TEST_CASE("node: a missing cluster key file is a clear error") {
   phoenix::test::temp_dir dir;
   Node a(base_config("a", (dir / "absent.key").string()));
   CHECK(a.initialize("tcp://127.0.0.1:0").value() == PH_EKEY);
+}
+
+TEST_CASE("node: a peer sending garbage, a truncated frame or an oversized frame is cut off; others are served") {
+  two_nodes t;
+  log_capture logs;
+  phoenix::overlay::logger()->set_level(spdlog::level::debug);
+  REQUIRE_FALSE(t.a.assume({0, 500}));
+  REQUIRE_FALSE(t.b.assume({500, 1000}));
+  expect_delivery(t.b, t.a, 1, "before");
+
+  const auto addr = phoenix::overlay::parse_address(t.a.local_port());
+  REQUIRE(addr);
+  asio::io_context io;
+  auto attack = [&](std::vector<std::byte> bytes) {
+    asio::ip::tcp::socket s(io);
+    s.connect({asio::ip::make_address(addr->host), addr->port});
+    asio::write(s, asio::buffer(bytes));
+    return s;  // kept open: the node must close it, not wait for us
+  };
+  std::vector<std::byte> garbage(64, std::byte{0x47});
+  std::vector<std::byte> oversized(phoenix::overlay::frame_header_bytes);
+  phoenix::overlay::encode_frame_header(oversized.data(), phoenix::overlay::frame_type::hello, 1u << 20);
+  std::vector<std::byte> truncated(phoenix::overlay::frame_header_bytes + 10);
+  phoenix::overlay::encode_frame_header(truncated.data(), phoenix::overlay::frame_type::hello, 100);
+  auto s1 = attack(garbage);
+  auto s2 = attack(oversized);
+  {
+    auto s3 = attack(truncated);  // closes with the frame incomplete
+  }
+  CHECK(wait_for([&] { return logs.contains("bad frame magic") && logs.contains("larger than the maximum"); }));
+  // The node closed the offending connections itself (after its own HELLO, which the attacker reads first).
+  auto closed_by_node = [](asio::ip::tcp::socket& s) {
+    std::array<char, 4096> buf{};
+    std::error_code ec;
+    for (int i = 0; i < 100 && !ec; ++i) s.read_some(asio::buffer(buf), ec);
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  };
+  CHECK(closed_by_node(s1));
+  CHECK(closed_by_node(s2));
+  expect_delivery(t.b, t.a, 2, "after");
+  expect_delivery(t.a, t.b, 600, "and back");
+  phoenix::overlay::logger()->set_level(spdlog::level::warn);
 }
