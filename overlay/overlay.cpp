@@ -39,7 +39,6 @@ overlay::overlay(asio::io_context& io, overlay_config config, node_id self, deli
   conn_params_.max_payload =
       static_cast<std::uint32_t>(std::min<std::uint64_t>(config_.max_message_bytes + data_head_bytes, hard_max_payload));
   conn_params_.ack_every_bytes = std::max<std::uint64_t>(config_.link_window_bytes / 4, 64 * 1024);
-  next_full_dump_ = clock::now() + config_.full_dump_interval;
   arm_routing_timer();
 }
 
@@ -227,8 +226,7 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   c->attach(&nb.session);
   nb.session.resume(c->peer_resume_ack());
   logger()->info("{}: link up to {} ({}) via {}", config_.name, nb.name, peer, c->remote());
-  table_.neighbour_up(peer, clock::now());
-  send_update(table_.full_dump(clock::now()), c.get());
+  table_.neighbour_up(peer, clock::now());  // makes a full dump due at once: the new neighbour gets the table
   c->kick();  // resend what the peer did not acknowledge, before anything new
   routing_changed();
 }
@@ -456,8 +454,7 @@ void overlay::routing_changed() {
 }
 
 void overlay::arm_routing_timer() {
-  const auto deadline = std::min(table_.next_deadline(), next_full_dump_);
-  routing_timer_.expires_at(deadline);
+  routing_timer_.expires_at(table_.next_deadline());
   routing_timer_.async_wait([this](std::error_code ec) {
     if (!ec) on_routing_timer();
   });
@@ -465,24 +462,16 @@ void overlay::arm_routing_timer() {
 
 void overlay::on_routing_timer() {
   const auto now = clock::now();
-  if (now >= next_full_dump_) {
-    send_update(table_.full_dump(now));
-    next_full_dump_ = now + config_.full_dump_interval;
-  }
-  table_.expire(now);
+  table_.expire(now);  // before collecting: expiry may change what gets advertised
+  if (table_.full_dump_due(now)) send_update(table_.full_dump(now));
   routing_changed();
 }
 
-void overlay::send_update(const route_update& u, connection* only) {
+void overlay::send_update(const route_update& u) {
   if (u.entries.empty() && !u.full_dump) return;
   const auto payloads = encode_update(u, conn_params_.max_payload);
   for (const auto& payload : payloads) {
-    auto frame = make_control_frame(frame_type::route_update, payload);
-    if (only) {
-      routing_bytes_sent_ += frame.size();
-      only->send_control(std::move(frame));
-      continue;
-    }
+    const auto frame = make_control_frame(frame_type::route_update, payload);
     for (auto& [id, nb] : neighbours_) {
       if (!nb->conn || !nb->conn->is_up()) continue;
       routing_bytes_sent_ += frame.size();

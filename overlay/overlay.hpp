@@ -168,7 +168,7 @@ class overlay final : public connection_owner {
   void routing_changed();
   void arm_routing_timer();
   void on_routing_timer();
-  void send_update(const route_update& u, connection* only = nullptr);
+  void send_update(const route_update& u);
   void send_request(node_id to, const route_request& r);
 
   asio::io_context& io_;
@@ -183,7 +183,6 @@ class overlay final : public connection_owner {
   route_table table_;
   std::uint64_t seen_generation_ = 0;
   asio::steady_timer routing_timer_;
-  std::chrono::steady_clock::time_point next_full_dump_;
   interval_set own_;
   std::deque<packet> waiting_;
   std::uint64_t waiting_bytes_ = 0;

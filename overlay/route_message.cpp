@@ -108,7 +108,8 @@ std::vector<std::vector<std::byte>> encode_update(const route_update& u, std::si
   std::size_t count = 0;
   for (const auto& e : u.entries) {
     const bool open = !payloads.empty();
-    if (!open || payloads.back().size() + encoded_size(e) > max_payload_bytes || count == max_entries_per_payload) {
+    if (!open || payloads.back().size() + encoded_size(e) > max_payload_bytes ||
+        count == max_entries_per_payload) {
       if (open) patch_count(payloads.back(), count);
       payloads.emplace_back();
       write_header(payloads.back(), u.full_dump, 0);
@@ -155,13 +156,15 @@ std::optional<route_update> decode_update(std::span<const std::byte> payload, st
       return fail<route_update>(error, "truncated entry (fewer entries than count)");
     }
     if (n_intervals > max_route_intervals) return fail<route_update>(error, "too many intervals");
-    if (in.remaining() / route_interval_bytes < n_intervals) return fail<route_update>(error, "truncated intervals");
+    if (in.remaining() / route_interval_bytes < n_intervals)
+      return fail<route_update>(error, "truncated intervals");
     e.intervals.resize(n_intervals);
     for (auto& iv : e.intervals) {
       in.u64(iv.lo);  // cannot fail: checked above
       in.u64(iv.hi);
     }
-    if (!intervals_valid(e.intervals)) return fail<route_update>(error, "intervals empty, unsorted or overlapping");
+    if (!intervals_valid(e.intervals))
+      return fail<route_update>(error, "intervals empty, unsorted or overlapping");
     u.entries.push_back(std::move(e));
   }
   if (in.remaining() != 0) return fail<route_update>(error, "trailing bytes (more entries than count?)");

@@ -18,8 +18,12 @@ constexpr std::uint64_t max_even_seqno = std::numeric_limits<std::uint64_t>::max
 
 // DSDV: seqnos a source issues are even; odd ones mark a route someone else found broken. Saturating, so a
 // hostile 2^64-1 cannot wrap us back to 0.
-constexpr std::uint64_t even_at_least(std::uint64_t s) { return s >= max_even_seqno ? max_even_seqno : s + (s & 1); }
-constexpr std::uint64_t next_even_above(std::uint64_t s) { return s >= max_even_seqno ? max_even_seqno : even_at_least(s + 1); }
+constexpr std::uint64_t even_at_least(std::uint64_t s) {
+  return s >= max_even_seqno ? max_even_seqno : s + (s & 1);
+}
+constexpr std::uint64_t next_even_above(std::uint64_t s) {
+  return s >= max_even_seqno ? max_even_seqno : even_at_least(s + 1);
+}
 constexpr std::uint64_t odd_at_least(std::uint64_t s) { return s | 1; }  // DSDV: seq+1 if even, else seq
 
 // Hop count through a neighbour that advertised m; saturates at infinity.
@@ -69,10 +73,10 @@ std::uint64_t route_table::newest_retraction(const source_state& s) {
 }
 
 bool route_table::route_is_candidate(const source_state& s, const neighbour_route& r,
-                                     std::uint64_t newest_retraction) {
+                                     std::uint64_t poison_seqno) {
   if (local_metric(r.metric) == infinite_metric) return false;  // a retraction, or too long to count
   // DSDV: an older finite route never overrides a newer poison, a neighbour's or (strictly) our own.
-  if (r.seqno < newest_retraction || r.seqno <= s.retracted_seqno) return false;
+  if (r.seqno < poison_seqno || r.seqno <= s.retracted_seqno) return false;
   return route_feasible(s, r);
 }
 
@@ -83,9 +87,9 @@ std::optional<node_id> route_table::best_route(const source_state& s) {
   node_id best_n = 0;
   for (const auto& [n, r] : s.via) {
     if (!route_is_candidate(s, r, poison)) continue;
-    const bool better = !best || r.seqno > best->seqno ||
-                        (r.seqno == best->seqno && (r.metric < best->metric ||
-                                                    (r.metric == best->metric && s.next_hop == n)));
+    const bool better =
+        !best || r.seqno > best->seqno ||
+        (r.seqno == best->seqno && (r.metric < best->metric || (r.metric == best->metric && s.next_hop == n)));
     if (better) {
       best = &r;
       best_n = n;
@@ -141,7 +145,7 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
 
   if (news) {
     schedule_trigger(source, settle ? now + settling_time(source) : now);
-  } else if (s.trigger_due && !s.advert_requested) {
+  } else if (s.trigger_due && !s.trigger_pinned) {
     set_timer(trigger_queue_, s.trigger_due, source, std::nullopt);  // settled back to what was advertised
   }
   if (reachable) {
@@ -220,7 +224,8 @@ void route_table::note_arrival(source_state& s, const neighbour_route& r, time_p
   if (r.metric == infinite_metric) return;
   if (r.seqno > s.arrival_seqno) {
     if (s.arrival_seqno != 0) {
-      const auto sample = std::chrono::duration_cast<std::chrono::nanoseconds>(s.best_arrival - s.first_arrival);
+      const auto sample =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(s.best_arrival - s.first_arrival);
       s.settling_avg += (sample - s.settling_avg) / settling_ewma_divisor;
     }
     s.arrival_seqno = r.seqno;
@@ -233,9 +238,9 @@ void route_table::note_arrival(source_state& s, const neighbour_route& r, time_p
 }
 
 // DSDV: someone holds a seqno for us at least as new as ours (typically an odd poison): outbid it. A poison
-// older than our seqno is answered too, without a bump: our current seqno already beats it, but since seqno-only
-// news waits for full dumps the poisoned part of the network may not have it yet. An echo of our seqno with a
-// finite metric is just a neighbour's route to us, not news.
+// older than our seqno is answered too, without a bump: our current seqno already beats it, but since
+// seqno-only news waits for full dumps the poisoned part of the network may not have it yet. An echo of our
+// seqno with a finite metric is just a neighbour's route to us, not news.
 void route_table::note_about_self(const route_entry& e, time_point now) {
   if (e.seqno > own_seqno_ || (e.seqno == own_seqno_ && e.metric == infinite_metric)) {
     own_seqno_ = next_even_above(e.seqno);
@@ -259,7 +264,7 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   if (it == sources_.end()) return act;
   source_state& s = it->second;
   if (s.next_hop && s.seqno >= r.seqno) {
-    s.advert_requested = true;
+    s.trigger_pinned = true;
     schedule_trigger(r.source, now);  // RFC 8966 3.8.1.2: we can satisfy it: re-advertise, don't forward
     return act;
   }
@@ -333,10 +338,6 @@ std::vector<route_table::route_view> route_table::routes() const {
 route_entry route_table::advertise(node_id source) {
   if (source == self_) return {self_, own_seqno_, 0, own_intervals_};
   source_state& s = sources_.at(source);
-  s.advertised_seqno = s.seqno;
-  s.advertised_metric = s.metric;
-  s.intervals_unadvertised = false;
-  s.advert_requested = false;
   if (!s.next_hop) return {source, s.seqno, infinite_metric, {}};  // RFC 8966 3.7.3: retractions leave FD alone
   // RFC 8966 3.7.3: a newer seqno resets the feasibility distance, the same one keeps the minimum metric.
   if (!s.fd || s.seqno > s.fd->seqno) {
@@ -345,6 +346,13 @@ route_entry route_table::advertise(node_id source) {
     s.fd->metric = std::min(s.fd->metric, s.metric);
   }
   return {source, s.seqno, s.metric, s.intervals};
+}
+
+void route_table::note_heard_by_all(source_state& s) {
+  s.advertised_seqno = s.seqno;
+  s.advertised_metric = s.metric;
+  s.intervals_unadvertised = false;
+  s.trigger_pinned = false;
 }
 
 std::optional<route_update> route_table::collect_triggered(time_point now) {
@@ -358,18 +366,31 @@ std::optional<route_update> route_table::collect_triggered(time_point now) {
   if (due.empty()) return std::nullopt;
   std::sort(due.begin(), due.end());
   route_update u;
-  for (node_id source : due) u.entries.push_back(advertise(source));
+  for (node_id source : due) {
+    u.entries.push_back(advertise(source));
+    if (source != self_) note_heard_by_all(sources_.at(source));
+  }
   return u;
 }
 
+// DSDV gives every periodic dump a fresh seqno of the node's own. We do not: with reliable links a route only
+// changes when something happens, and each such event already bumps the seqno (intervals, new neighbour,
+// poison, seqno request). A bump per dump would make every node re-select routes network-wide every
+// interval (newest seqno first), a steady churn of triggered updates that the settling delay only damps.
 route_update route_table::full_dump(time_point now) {
-  own_seqno_ = next_even_above(own_seqno_);  // DSDV: each full dump carries a fresh seqno of our own
-  // Pending triggered entries stay pending: a dump may go to a new neighbour only, and the others still
-  // need them (at worst the rest hear an entry twice).
   route_update u{true, {}};
   u.entries.reserve(sources_.size() + 1);
   u.entries.push_back(advertise(self_));
-  for (auto& [source, s] : sources_) u.entries.push_back(advertise(source));
+  for (auto& [source, s] : sources_) {
+    u.entries.push_back(advertise(source));
+    // A dump may go to a new neighbour only: pending triggers stay pending (and pinned) for the others, who
+    // at worst hear an entry twice. Without one, everybody already holds what the dump says.
+    if (s.trigger_due) {
+      s.trigger_pinned = true;
+    } else {
+      note_heard_by_all(s);
+    }
+  }
   next_full_dump_ = now + params_.full_dump_interval;
   return u;
 }
@@ -499,9 +520,9 @@ void route_table::rebuild_owner_index() {
   owner_index_ = by_precedence;
   auto by_lo = [](const owner_slot& x, const owner_slot& y) { return x.lo < y.lo; };
   std::sort(owner_index_.begin(), owner_index_.end(), by_lo);
-  const bool overlap = std::adjacent_find(owner_index_.begin(), owner_index_.end(), [](const auto& x, const auto& y) {
-                         return y.lo < x.hi;
-                       }) != owner_index_.end();
+  const bool overlap =
+      std::adjacent_find(owner_index_.begin(), owner_index_.end(),
+                         [](const auto& x, const auto& y) { return y.lo < x.hi; }) != owner_index_.end();
   if (!overlap) return;
 
   std::map<std::uint64_t, owner_slot> painted;  // lo -> slot

@@ -23,11 +23,11 @@
 //
 // Driving it (what the overlay does on every event and on its timer):
 //     table.on_update(...) / on_request(...) / neighbour_up(...) / ...
+//     table.expire(now);                         // first: a timed-out route may trigger a poison or request
 //     if (auto u = table.collect_triggered(now)) send *u to every neighbour;
 //     if (table.full_dump_due(now))              send table.full_dump(now) to every neighbour;
 //     for (auto& [n, r] : table.collect_requests(now)) send r to n;
-//     table.expire(now);
-//     re-arm the timer at table.next_deadline();
+//     re-arm the timer at table.next_deadline();  // now strictly in the future
 //   and whenever generation() changed, re-examine messages waiting for a route or an owner.
 #pragma once
 
@@ -57,7 +57,7 @@ struct route_entry {
   node_id source = 0;
   std::uint64_t seqno = 0;
   std::uint16_t metric = 0;
-  std::vector<route_interval> intervals;  // the source's assumed intervals (sorted, disjoint); empty if retracted
+  std::vector<route_interval> intervals;  // the source's intervals (sorted, disjoint); none in a retraction
   friend bool operator==(const route_entry&, const route_entry&) = default;
 };
 
@@ -116,8 +116,8 @@ class route_table {
   };
   // A seqno request arrived from neighbour `from` (RFC 8966 3.8.1.2). bumped_own: this node is the source;
   // its seqno is now >= r.seqno (raised to the next even value if it was below) and its entry is triggered.
-  // forward: send `forwarded` to `forward_to` (our next hop, or without one the neighbour with the best route we
-  // cannot use; never `from`; duplicates within request_holdoff are dropped). none: nothing to send beyond
+  // forward: send `forwarded` to `forward_to` (our next hop, or without one the neighbour with the best route
+  // we cannot use; never `from`; duplicates within request_holdoff are dropped). none: nothing to send beyond
   // what collect_triggered() returns (a request we can satisfy triggers a re-advertisement).
   request_action on_request(node_id from, const route_request& r, time_point now);
 
@@ -136,9 +136,9 @@ class route_table {
   // metric than last advertised waits settling_time(); a change undone before it went out is not sent.
   std::optional<route_update> collect_triggered(time_point now);
   bool full_dump_due(time_point now) const { return now >= next_full_dump_; }
-  // Every known source incl. self and unreachable ones; bumps own seqno (DSDV periodic) and restarts the full
-  // dump period. May be sent to every neighbour (periodic) or to a new neighbour only: pending triggered
-  // entries are not cancelled, since the other neighbours may still need them.
+  // Every known source incl. self and unreachable ones; restarts the full dump period. neighbour_up makes a
+  // dump due at once, so a new neighbour gets the whole table. Pending triggered entries are not cancelled.
+  // Unlike DSDV, a dump does not bump our own seqno (see route_table.cpp).
   route_update full_dump(time_point now);
   std::vector<std::pair<node_id, route_request>> collect_requests(time_point now);  // (neighbour, request)
   time_point next_deadline() const;  // earliest time collect_triggered/full_dump/collect_requests/expire is due
@@ -194,12 +194,15 @@ class route_table {
     std::uint16_t metric = infinite_metric;
     std::vector<route_interval> intervals;
     std::optional<feasibility_distance> fd;
-    // What our neighbours last heard from us: triggers compare with it, so a change that is undone before it
-    // went out (DSDV settling) costs nothing.
+    // What all our neighbours last heard from us: triggers compare with it, so a change that is undone before
+    // it went out (DSDV settling) costs nothing. Invariant: the selection differs from it (in metric or
+    // intervals) only while a trigger is pending.
     std::uint64_t advertised_seqno = 0;
     std::uint16_t advertised_metric = infinite_metric;
     bool intervals_unadvertised = false;
-    bool advert_requested = false;  // a seqno request we can satisfy asked for a re-advertisement
+    // The pending trigger must go out even if the selection returns to the advertised state: a seqno request
+    // asked for it, or a full dump (perhaps to one new neighbour only) told someone the newer state.
+    bool trigger_pinned = false;
     std::uint64_t retracted_seqno = 0;  // seqno of the last retraction this node originated (0 = none)
     time_point unreachable_since{};
     // DSDV settling: arrivals of the newest seqno seen, and the EWMA of first-to-best gaps.
@@ -229,7 +232,7 @@ class route_table {
   // route choice, layered like babeld's route.c
   static bool route_feasible(const source_state& s, const neighbour_route& r);
   static std::uint64_t newest_retraction(const source_state& s);
-  static bool route_is_candidate(const source_state& s, const neighbour_route& r, std::uint64_t newest_retraction);
+  static bool route_is_candidate(const source_state& s, const neighbour_route& r, std::uint64_t poison_seqno);
   static std::optional<node_id> best_route(const source_state& s);
   static std::optional<node_id> request_target(const source_state& s, node_id from);
   void select_route(node_id source, source_state& s, time_point now);
@@ -243,8 +246,10 @@ class route_table {
   std::optional<time_point>& trigger_slot(node_id source);
   void schedule_trigger(node_id source, time_point due);
   void schedule_request(node_id source, source_state& s, time_point now);
-  void set_timer(timer_queue& q, std::optional<time_point>& slot, node_id source, std::optional<time_point> due);
+  void set_timer(timer_queue& q, std::optional<time_point>& slot, node_id source,
+                 std::optional<time_point> due);
   route_entry advertise(node_id source);  // builds the entry and records the feasibility distance
+  static void note_heard_by_all(source_state& s);
   void forget(std::map<node_id, source_state>::iterator it);
   void drop_route(node_id source, source_state& s, node_id neighbour);
   void finish_mutation();
@@ -256,7 +261,7 @@ class route_table {
   std::vector<route_interval> own_intervals_;
   std::set<node_id> neighbours_;
   std::map<node_id, source_state> sources_;  // never contains self_
-  std::vector<owner_slot> owner_index_;  // sorted by lo, disjoint
+  std::vector<owner_slot> owner_index_;      // sorted by lo, disjoint
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;

@@ -5,10 +5,14 @@
 // strictly in (time, sequence) order, so a run is a pure function of the seed. Cutting a link calls
 // neighbour_down on both ends and loses the frames in flight on it, as a closed connection would.
 //
-// Invariant watch: after every event that changed some table's generation() (that is, possibly a next hop),
-// the harness follows next_hop from every node towards every destination and records the first violation
-// (a loop, a self next hop, or a next hop that is not a live neighbour). A state in which no generation moved
-// has the same next hops as the one already checked, so skipping it loses nothing.
+// Invariant watch, after every single event (delivery, timer, link change) and after each end of a cut: every
+// next hop that changed since the last check is followed towards its destination; the first loop, self next
+// hop or next hop that is not a live neighbour is recorded. A new loop must contain a changed next hop, and a
+// table whose generation() did not move has unchanged next hops, so this sees every state a full scan would.
+// loop_violation() is the full scan, for tests to call at any time.
+//
+// Options: lossy links (loop freedom must not depend on delivery), and link-up dumps sent to the new
+// neighbour only, as overlay.cpp does.
 #pragma once
 
 #include <algorithm>
@@ -207,7 +211,9 @@ class route_sim {
     std::vector<std::byte> bytes;
   };
 
-  static std::pair<std::size_t, std::size_t> edge(std::size_t a, std::size_t b) { return {std::min(a, b), std::max(a, b)}; }
+  static std::pair<std::size_t, std::size_t> edge(std::size_t a, std::size_t b) {
+    return {std::min(a, b), std::max(a, b)};
+  }
 
   bool quiet() const {
     if (in_flight_ != 0) return false;
@@ -243,7 +249,8 @@ class route_sim {
     at = std::max(at, last);
     last = at;
     ++in_flight_;
-    events_.emplace(std::pair{at, next_seq_++}, event{what, from, to, epoch_[edge(from, to)], std::move(bytes)});
+    events_.emplace(std::pair{at, next_seq_++},
+                    event{what, from, to, epoch_[edge(from, to)], std::move(bytes)});
   }
 
   void broadcast(std::size_t from, const route_update& u) {
@@ -259,16 +266,23 @@ class route_sim {
 
   void pump(std::size_t i) {
     route_table& t = tables_[i];
+    t.expire(now_);  // first: dropping stale routes may trigger a poison or a request
     if (auto u = t.collect_triggered(now_)) broadcast(i, *u);
     if (t.full_dump_due(now_)) broadcast(i, t.full_dump(now_));
     for (const auto& [n, r] : t.collect_requests(now_)) {
       const std::size_t to = index_.at(n);
-      if (!linked(i, to)) violation_ = "request to a non-neighbour";
-      else send(i, to, kind::request, encode_request(r));
+      if (!linked(i, to)) {
+        violation_ = "request to a non-neighbour";
+      } else {
+        send(i, to, kind::request, encode_request(r));
+      }
       ++stats_.requests;
     }
-    t.expire(now_);
     const time_point at = t.next_deadline();
+    if (at <= now_) {  // everything due was just serviced: a deadline not in the future would spin forever
+      violation_ = "next_deadline() not in the future after servicing every output";
+      return;
+    }
     if (wake_at_[i] <= now_ || at < wake_at_[i]) {
       wake_at_[i] = at;
       events_.emplace(std::pair{at, next_seq_++}, event{kind::wake, i, i, 0, {}});
@@ -293,16 +307,23 @@ class route_sim {
     route_table& t = tables_[ev.to];
     if (ev.what == kind::update) {
       auto u = decode_update(ev.bytes, &err);
-      if (!u) violation_ = "decode_update: " + err;
-      else t.on_update(id(ev.from), *u, now_);
+      if (!u) {
+        violation_ = "decode_update: " + err;
+      } else {
+        t.on_update(id(ev.from), *u, now_);
+      }
     } else {
       auto r = decode_request(ev.bytes, &err);
       if (!r) {
         violation_ = "decode_request: " + err;
-      } else if (auto act = t.on_request(id(ev.from), *r, now_); act.kind == route_table::request_action::forward) {
+      } else if (auto act = t.on_request(id(ev.from), *r, now_);
+                 act.kind == route_table::request_action::forward) {
         const std::size_t to = index_.at(act.forward_to);
-        if (!linked(ev.to, to) || to == ev.from) violation_ = "request forwarded to a non-neighbour or back";
-        else send(ev.to, to, kind::request, encode_request(act.forwarded));
+        if (!linked(ev.to, to) || to == ev.from) {
+          violation_ = "request forwarded to a non-neighbour or back";
+        } else {
+          send(ev.to, to, kind::request, encode_request(act.forwarded));
+        }
       }
     }
     pump(ev.to);
@@ -339,8 +360,9 @@ class route_sim {
         const std::int64_t hop = snapshot_[at][d];
         if (hop == -1) break;  // no route: a dead end, fine
         if (hop == -2 || !linked(at, static_cast<std::size_t>(hop))) {
-          violation_ = std::string("after ") + what + ": next hop is self, unknown or not a live neighbour towards " +
-                       std::to_string(d) + ": " + path;
+          violation_ = std::string("after ") + what +
+                       ": next hop is self, unknown or not a live neighbour towards " + std::to_string(d) +
+                       ": " + path;
           return;
         }
         at = static_cast<std::size_t>(hop);
@@ -408,7 +430,8 @@ inline edge_list random_edges(std::size_t n, std::size_t degree, std::uint64_t s
   std::mt19937_64 rng(seed);
   for (int tries = 0; tries < 100 * static_cast<int>(n); ++tries) {
     const std::size_t a = rng() % n, b = rng() % n;
-    if (a == b || deg[a] >= degree || deg[b] >= degree || !have.insert({std::min(a, b), std::max(a, b)}).second) continue;
+    if (a == b || deg[a] >= degree || deg[b] >= degree || !have.insert({std::min(a, b), std::max(a, b)}).second)
+      continue;
     e.emplace_back(a, b);
     ++deg[a];
     ++deg[b];

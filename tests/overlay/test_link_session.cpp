@@ -79,12 +79,15 @@ TEST_CASE("link_session: receiver accepts the next number, drops duplicates, rep
   CHECK(r.received() == 2);
 }
 
-TEST_CASE("link_session: sender and receiver pair loses and duplicates nothing across many reconnects") {
-  // A model of the link: packets in flight on a connection are lost when it breaks.
-  link_session a(4096), b(4096);
+namespace {
+
+// A model of the link: packets in flight on a connection are lost when it breaks, and sometimes the ack too.
+void exchange_with_reconnects(std::uint64_t first) {
+  CAPTURE(first);
+  link_session a(4096, first), b(4096, first);
   std::vector<std::uint64_t> delivered;
   std::uint64_t next = 0;
-  for (int round = 0; round < 200; ++round) {
+  for (int round = 0; round < 1500; ++round) {
     for (int i = 0; i < 7; ++i) a.enqueue(make_packet(next++, 50));
     std::vector<std::uint64_t> wire;  // seqs on this connection
     std::vector<std::uint64_t> dests;
@@ -96,23 +99,33 @@ TEST_CASE("link_session: sender and receiver pair loses and duplicates nothing a
     const std::size_t arrive = wire.size() * static_cast<std::size_t>(round % 4) / 3;
     for (std::size_t i = 0; i < arrive && i < wire.size(); ++i)
       if (b.on_receive(wire[i]) == link_session::receipt::accept) delivered.push_back(dests[i]);
-    a.mark_written(wire.empty() ? 0 : wire.back());
+    if (!wire.empty()) a.mark_written(wire.back());
     if (round % 2) a.on_ack(b.received());  // sometimes the ack makes it
     a.resume(b.received());                 // reconnect
   }
   // Drain on a healthy connection.
-  for (int i = 0; i < 1000 && !a.is_idle(); ++i) {
+  for (int i = 0; i < 100000 && !a.is_idle(); ++i) {
     std::uint64_t last = 0;
     while (const auto* sp = a.next_to_send()) {
       if (b.on_receive(sp->seq) == link_session::receipt::accept) delivered.push_back(sp->pkt.dest);
       last = sp->seq;
     }
-    a.mark_written(last);
+    if (last) a.mark_written(last);
     a.on_ack(b.received());
   }
   REQUIRE(a.is_idle());
-  REQUIRE(delivered.size() == next);
-  for (std::uint64_t i = 0; i < next; ++i) CHECK(delivered[i] == i);
+  REQUIRE(delivered.size() == next);  // 10,500 packets
+  for (std::uint64_t i = 0; i < next; ++i) REQUIRE(delivered[i] == i);
+  CHECK(b.received() == first + next - 1);
+}
+
+}  // namespace
+
+TEST_CASE("link_session: sender and receiver pair loses and duplicates nothing across many reconnects") {
+  // Sequence numbers from 1, from just below 2^32 (where a 32-bit field would wrap), and from above 2^63.
+  exchange_with_reconnects(1);
+  exchange_with_reconnects((std::uint64_t{1} << 32) - 5000);
+  exchange_with_reconnects(std::uint64_t{1} << 63);
 }
 
 TEST_CASE("link_session: take_unsent returns pending packets, keeps the unacknowledged ones") {

@@ -68,11 +68,12 @@ bool rejected(const std::vector<std::byte>& p, const char* expect_in_error) {
 
 TEST_CASE("route_message: update layout is little-endian and exact") {
   const route_update u{true, {{0x0102030405060708ull, 0x0A, 0x0B0C, {{1, 0x0100}}}}};
-  const auto want = bytes({0x01, 0x00, 0x01, 0x00,                            // flags, reserved, count 1
-                           0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,    // source
-                           0x0A, 0, 0, 0, 0, 0, 0, 0,                         // seqno
-                           0x0C, 0x0B, 0x01, 0x00,                            // metric, n_intervals
-                           1, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x01, 0, 0, 0, 0, 0, 0});  // [1, 256)
+  const auto want =
+      bytes({0x01, 0x00, 0x01, 0x00,                          // flags, reserved, count 1
+             0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // source
+             0x0A, 0,    0,    0,    0,    0,    0,    0,     // seqno
+             0x0C, 0x0B, 0x01, 0x00,                          // metric, n_intervals
+             1,    0,    0,    0,    0,    0,    0,    0,    0x00, 0x01, 0, 0, 0, 0, 0, 0});  // [1, 256)
   CHECK(encode_one(u) == want);
   CHECK(decode_update(want) == u);
 }
@@ -136,10 +137,10 @@ TEST_CASE("route_message: count mismatches are rejected") {
 TEST_CASE("route_message: bad headers and bad intervals are rejected") {
   CHECK(rejected(raw_update(0, 1, 0, {}), "reserved"));
   CHECK(rejected(raw_update(0x02, 0, 0, {}), "flags"));
-  CHECK(rejected(raw_update(0, 0, 1, {{{5, 5}}}), "intervals"));            // empty
-  CHECK(rejected(raw_update(0, 0, 1, {{{6, 5}}}), "intervals"));            // reversed
-  CHECK(rejected(raw_update(0, 0, 1, {{{10, 20}, {0, 5}}}), "intervals"));  // unsorted
-  CHECK(rejected(raw_update(0, 0, 1, {{{0, 10}, {9, 20}}}), "intervals"));  // overlapping
+  CHECK(rejected(raw_update(0, 0, 1, {{{5, 5}}}), "intervals"));                 // empty
+  CHECK(rejected(raw_update(0, 0, 1, {{{6, 5}}}), "intervals"));                 // reversed
+  CHECK(rejected(raw_update(0, 0, 1, {{{10, 20}, {0, 5}}}), "intervals"));       // unsorted
+  CHECK(rejected(raw_update(0, 0, 1, {{{0, 10}, {9, 20}}}), "intervals"));       // overlapping
   CHECK(decode_update(raw_update(0, 0, 1, {{{0, 10}, {10, 20}}})).has_value());  // adjacent is disjoint
 
   // More than 4096 intervals: refused from the count alone, before looking for the bytes.
@@ -183,8 +184,9 @@ TEST_CASE("route_message: payloads are packed to the byte") {
   route_update u;
   u.entries.resize(6, route_entry{1, 2, 3, {}});  // 20 bytes each
   const std::size_t two = route_update_header_bytes + 2 * route_entry_header_bytes;
-  CHECK(encode_update(u, two).size() == 3);      // exactly two per payload
-  for (const auto& p : encode_update(u, two - 1)) CHECK(p.size() == two - route_entry_header_bytes);  // one each
+  CHECK(encode_update(u, two).size() == 3);  // exactly two per payload
+  for (const auto& p : encode_update(u, two - 1))
+    CHECK(p.size() == two - route_entry_header_bytes);  // one each
   CHECK(encode_update(u, two - 1).size() == 6);
   CHECK(encode_update(u, two + route_entry_header_bytes - 1).size() == 3);
 }
@@ -224,11 +226,15 @@ TEST_CASE("route_message: mutated payloads never crash and accepted ones are can
         case 0:
           if (!p.empty()) p[at] = static_cast<std::byte>(rng());
           break;
-        case 1: p.insert(p.begin() + static_cast<std::ptrdiff_t>(at), static_cast<std::byte>(rng())); break;
+        case 1:
+          p.insert(p.begin() + static_cast<std::ptrdiff_t>(at), static_cast<std::byte>(rng()));
+          break;
         case 2:
           if (!p.empty()) p.erase(p.begin() + static_cast<std::ptrdiff_t>(at));
           break;
-        default: p.resize(at); break;
+        default:
+          p.resize(at);
+          break;
       }
     }
     if (auto u = decode_update(p)) {
