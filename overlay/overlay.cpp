@@ -219,7 +219,8 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
     }
     auto old = nb.conn;
     old->stop();
-    if (auto* d = dialer_of(*old)) d->conn = nullptr;
+    // Its dialler (if ours) goes back to watching: it redials only if this neighbour is lost again.
+    if (auto* d = dialer_of(*old)) schedule_redial(*d);
   }
   nb.conn = c;
   nb.said_goodbye = false;

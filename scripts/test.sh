@@ -12,7 +12,8 @@ jobs=$(nproc)
 stages=${STAGES:-"release asan tsan fuzz install"}
 fuzz_seconds=${PHOENIX_FUZZ_SECONDS:-60}
 
-stage() { printf '\n==== %s ====\n' "$*"; }
+started=$SECONDS
+stage() { printf '\n==== %s (at %ds) ====\n' "$*" $((SECONDS - started)); }
 
 stage "setup"
 scripts/setup.sh
@@ -52,9 +53,13 @@ for s in $stages; do
         corpus=$(mktemp -d)
         cp "tests/fuzz/corpus/$h"/* "$corpus"/
         echo "fuzz_$h: ${fuzz_seconds}s"
-        build/fuzz/tests/fuzz/fuzz_$h -max_total_time="$fuzz_seconds" -print_final_stats=1 "$corpus" 2>&1 |
-          grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done|==[0-9]+==ERROR)' || true
-        test "${PIPESTATUS[0]}" -eq 0
+        log=build/fuzz/fuzz_$h.log
+        if ! build/fuzz/tests/fuzz/fuzz_$h -max_total_time="$fuzz_seconds" -print_final_stats=1 -artifact_prefix=build/fuzz/ "$corpus" >"$log" 2>&1; then
+          tail -40 "$log"
+          echo "fuzz_$h found a failure; the input is in build/fuzz (crash-*)" >&2
+          exit 1
+        fi
+        grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done)' "$log" || true
         rm -rf "$corpus"
       done
       ;;
