@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -120,6 +121,9 @@ int run_node(const options& o, int index, const std::string& key, const std::str
     if (next == o.space) {
       next = 0;
       if (++t.lap == static_cast<std::uint64_t>(o.laps)) {
+        // What this node knows of the overlay at the end: its links and a route to every other node.
+        std::istringstream table(phoenix::describe(node.routing_snapshot()));
+        for (std::string line; std::getline(table, line);) phoenix::launch::report_line(pipes.report_fd, c.name + " | " + line);
         phoenix::launch::report_line(pipes.report_fd, "TOKEN " + std::to_string(t.visits) + " visits");
         for (int i = 0; i < o.nodes; ++i) node.send(share(o, i).lo, done_tag, nullptr, 0);
         continue;

@@ -93,6 +93,9 @@ struct RoutingSnapshot {
   std::uint64_t links_lost = 0;        // times an established link broke since initialize
 };
 
+// The snapshot as a small text table: links, then routes with their intervals (the shell's `routes`).
+PH_API std::string describe(const RoutingSnapshot& s);
+
 struct Config;  // phoenix/config.hpp
 
 class PH_API Node {

@@ -1,0 +1,37 @@
+// describe.cpp — a RoutingSnapshot as text, for people (the demo, the shell, logs).
+#include <phoenix/node.hpp>
+
+#include <sstream>
+
+namespace phoenix {
+
+namespace {
+
+std::string intervals_text(const std::vector<Interval>& v) {
+  if (v.empty()) return "-";
+  std::ostringstream out;
+  for (std::size_t i = 0; i < v.size(); ++i) out << (i ? " " : "") << "[" << v[i].lo << "," << v[i].hi << ")";
+  return out.str();
+}
+
+}  // namespace
+
+std::string describe(const RoutingSnapshot& s) {
+  std::ostringstream out;
+  out << "node " << s.self << " seqno " << s.seqno << " assumes " << intervals_text(s.assumed) << "; "
+      << s.waiting_messages << " messages waiting for a route\n";
+  out << "  links:\n";
+  for (const auto& l : s.links)
+    out << "    " << (l.outbound ? "-> " : "<- ") << l.address << "  " << l.state << "  peer " << l.peer
+        << "  unacked " << l.frames_unacked << "\n";
+  out << "  routes (destination, next hop, hops, seqno, intervals):\n";
+  for (const auto& r : s.routes) {
+    out << "    " << r.destination << "  via " << r.next_hop << "  ";
+    if (r.metric == 0xFFFF) out << "unreachable";
+    else out << r.metric;
+    out << "  " << r.seqno << "  " << intervals_text(r.intervals) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace phoenix

@@ -1,0 +1,115 @@
+// The overlay itself, several in one io_context linked in-process (same framing and handshake as TCP),
+// driven by the test thread: hop limits, waiting packets, and routes over a small line.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+
+#include "overlay/cluster_key.hpp"
+#include "overlay/overlay.hpp"
+
+using namespace phoenix::overlay;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::uint64_t L = 1000;
+
+struct member {
+  std::deque<packet> received;
+  std::unique_ptr<overlay> ov;
+};
+
+struct line_of {
+  asio::io_context io;
+  std::vector<std::unique_ptr<member>> nodes;
+
+  explicit line_of(int n) {
+    for (int i = 0; i < n; ++i) {
+      auto m = std::make_unique<member>();
+      overlay_config c;
+      c.name = "m" + std::to_string(i);
+      c.space_size = L;
+      c.cluster_key = development_key();
+      auto* raw = m.get();
+      m->ov = std::make_unique<overlay>(io, c, L + 1 + static_cast<node_id>(i),
+                                        [raw](packet&& p) { raw->received.push_back(std::move(p)); });
+      nodes.push_back(std::move(m));
+    }
+    for (int i = 1; i < n; ++i) at(i - 1).connect_local(at(i));
+  }
+  overlay& at(int i) { return *nodes[static_cast<std::size_t>(i)]->ov; }
+  std::deque<packet>& inbox(int i) { return nodes[static_cast<std::size_t>(i)]->received; }
+
+  bool run_until(const std::function<bool()>& cond, std::chrono::milliseconds limit = 5s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!cond() && std::chrono::steady_clock::now() < deadline) io.run_for(2ms);
+    return cond();
+  }
+};
+
+packet make_packet(std::uint64_t dest, std::uint8_t hops) {
+  packet p;
+  p.dest = dest;
+  p.source = 12345;
+  p.tag = 3;
+  p.hops_left = hops;
+  p.body.resize(4);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("overlay: packets cross a line of four, each hop spending one of the budget") {
+  line_of net(4);
+  REQUIRE(net.at(3).assume({900, 1000}) == interval_set::result::ok);
+  REQUIRE(net.run_until([&] { return net.at(0).owner_of(950) == net.at(3).self(); }));
+  net.at(0).inject(make_packet(950, 10));
+  REQUIRE(net.run_until([&] { return !net.inbox(3).empty(); }));
+  CHECK(net.inbox(3).front().hops_left == 7);  // three hops
+  CHECK(net.inbox(3).front().dest == 950);
+}
+
+TEST_CASE("overlay: a packet out of hops is held, not dropped, and re-routed after the next routing change") {
+  line_of net(3);
+  REQUIRE(net.at(2).assume({500, 600}) == interval_set::result::ok);
+  REQUIRE(net.run_until([&] { return net.at(0).owner_of(550) == net.at(2).self(); }));
+  net.at(0).inject(make_packet(550, 1));  // enough for one hop, not two
+  REQUIRE(net.run_until([&] { return net.at(1).view().waiting_messages == 1; }));
+  net.io.run_for(50ms);
+  CHECK(net.inbox(2).empty());
+  CHECK(net.at(1).view().waiting_messages == 1);
+  // Any routing change makes the holder try again, with a fresh budget.
+  REQUIRE(net.at(2).assume({600, 700}) == interval_set::result::ok);
+  REQUIRE(net.run_until([&] { return !net.inbox(2).empty(); }));
+  CHECK(net.at(1).view().waiting_messages == 0);
+}
+
+TEST_CASE("overlay: a packet for a virtual node nobody assumes waits at its sender, in order") {
+  line_of net(2);
+  net.io.run_for(50ms);
+  for (int i = 0; i < 5; ++i) {
+    auto p = make_packet(10, 64);
+    p.tag = i;
+    net.at(0).inject(std::move(p));
+  }
+  net.io.run_for(50ms);
+  CHECK(net.at(0).view().waiting_messages == 5);
+  REQUIRE(net.at(1).assume({0, 100}) == interval_set::result::ok);
+  REQUIRE(net.run_until([&] { return net.inbox(1).size() == 5; }));
+  for (int i = 0; i < 5; ++i) CHECK(net.inbox(1)[static_cast<std::size_t>(i)].tag == i);
+}
+
+TEST_CASE("overlay: a cut link's routes become unreachable, and packets wait until it is back") {
+  line_of net(3);
+  REQUIRE(net.at(2).assume({0, 10}) == interval_set::result::ok);
+  REQUIRE(net.run_until([&] { return net.at(0).can_reach(net.at(2).self()); }));
+  REQUIRE(net.at(1).drop_link(net.at(2).self()));
+  REQUIRE(net.run_until([&] { return !net.at(0).can_reach(net.at(2).self()); }));
+  net.at(0).inject(make_packet(5, 64));
+  net.io.run_for(50ms);
+  CHECK(net.inbox(2).empty());
+  net.at(1).connect_local(net.at(2));  // the link comes back (a new connection)
+  REQUIRE(net.run_until([&] { return net.inbox(2).size() == 1; }));
+}
