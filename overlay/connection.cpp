@@ -233,13 +233,17 @@ void connection::write_more() {
       bytes += frame_header_bytes + length;
       last_seq_in_write_ = sp->seq;
     }
-    // Nothing to carry an ack: send one on its own when owed.
-    if (heads_.empty() && session_->ack_owed() && !ack_timer_armed_) {
+    // Data frames carry the ack. Without any, an ack frame goes on its own once the delay has passed or
+    // enough bytes arrived; otherwise the ack timer will come back here.
+    bool ack_carried = !heads_.empty();
+    if (!ack_carried && session_->ack_owed() &&
+        (!ack_timer_armed_ || session_->bytes_since_ack() >= params_.ack_every_bytes)) {
       control_.push_back(make_ack_frame(frame_type::ack, session_->received()));
       iov_.push_back(asio::buffer(control_.back()));
       ++control_in_write_;
+      ack_carried = true;
     }
-    if (!heads_.empty() || session_->ack_owed()) {
+    if (ack_carried) {
       session_->note_ack_sent(session_->received());
       session_->reset_ack_counter();
     }

@@ -138,10 +138,14 @@ TEST_CASE("node: ph_release sends messages queued locally on to the next owner")
   REQUIRE_FALSE(a.assume({0, 100}));
   for (int i = 0; i < 10; ++i) REQUIRE_FALSE(b.send(static_cast<std::uint64_t>(i), 5, &i, sizeof i));
   // Let them arrive at a without receiving them.
-  REQUIRE(wait_for([&] {
+  const bool all_acknowledged = wait_for([&] {
     (void)a.recv_for(99, 1ms);  // drive a's progress without taking tag 5
-    return b.routing_snapshot().links.size() == 1 && b.routing_snapshot().links[0].frames_unacked == 0;
-  }));
+    const auto links = b.routing_snapshot().links;
+    return links.size() == 1 && links[0].frames_unacked == 0;
+  });
+  INFO(phoenix::describe(b.routing_snapshot()));
+  INFO(phoenix::describe(a.routing_snapshot()));
+  REQUIRE(all_acknowledged);
   REQUIRE_FALSE(a.release({0, 100}));
   REQUIRE_FALSE(b.assume({0, 100}));
   for (int i = 0; i < 10; ++i) {
