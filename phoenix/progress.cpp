@@ -45,7 +45,8 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       std::this_thread::yield();
       acquire();
     } else if (now < spin_until) {
-      poll_some();
+      // Nothing ready: yield, in case the thread we wait for (the peer process, say) shares this core.
+      if (poll_some() == 0) std::this_thread::yield();
     } else {
       io_.run_one_for(std::min<clock::duration>(deadline - now, std::chrono::milliseconds(20)));
     }
@@ -57,9 +58,10 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
 
 // poll() would run until nothing is ready, which under a flood of arriving messages is never: each read
 // completes at once and starts the next. A bounded batch keeps the caller's deadline and done() honest.
-void progress_engine::poll_some() {
-  for (int i = 0; i < poll_batch && io_.poll_one(); ++i) {
-  }
+std::size_t progress_engine::poll_some() {
+  std::size_t ran = 0;
+  while (ran < poll_batch && io_.poll_one()) ++ran;
+  return ran;
 }
 
 void progress_engine::background_loop() {

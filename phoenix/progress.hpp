@@ -76,10 +76,10 @@ class progress_engine {
   void acquire();
   void release();
   void background_loop();
-  void poll_some();
-  static constexpr int poll_batch = 64;
+  std::size_t poll_some();  // runs at most poll_batch ready handlers; returns how many ran
+  static constexpr std::size_t poll_batch = 64;
 
-  asio::io_context io_{1};
+  asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::mutex token_;
   std::atomic<int> app_wanting_{0};
