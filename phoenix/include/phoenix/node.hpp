@@ -5,7 +5,9 @@
 // and sends and receives messages addressed to virtual nodes. Several Nodes may live in one process; each owns
 // its own endpoint, resource name and I/O thread.
 //
-// Threads: every member function may be called from any thread. recv(), recv_for() block the calling thread;
+// Threads: every member function may be called from any thread, except that initialize() and finalize() must
+// not run concurrently with other calls on the same Node (as with MPI_Init/MPI_Finalize). recv(), recv_for()
+// block the calling thread;
 // while it waits, that thread drives the node's I/O itself (spins briefly, then blocks in the event loop), so a
 // message is handed to the waiting thread without a thread switch. All other calls return without waiting on
 // the network. Errors are std::error_code values in phoenix::error_category(); their values are the PH_E* codes
