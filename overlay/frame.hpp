@@ -111,7 +111,6 @@ class frame_decoder {
   enum class status { frame, need_more, error };
   status next(frame_view& out);  // on error, error() says why; the stream cannot be resumed
   frame_error error() const { return error_; }
-  std::size_t buffered() const { return end_ - begin_; }
 
  private:
   void compact();

@@ -61,10 +61,7 @@ class link_session {
 
   // --- state ---
   std::size_t unacked_count() const { return unacked_.size(); }
-  std::size_t pending_count() const { return pending_.size(); }
   std::uint64_t bytes_held() const { return bytes_held_; }
-  std::uint64_t in_flight_bytes() const { return in_flight_bytes_; }
-  std::uint64_t next_seq() const { return next_seq_; }
   bool is_idle() const { return unacked_.empty() && pending_.empty(); }
 
  private:

@@ -9,7 +9,7 @@
 //     that ran out of hops, waits here and is sent as soon as the routing table changes — never dropped.
 //
 // Threads: everything runs on the node's I/O context, by whichever thread holds the node's progress token.
-// Only held_bytes() may be read from any thread. Nothing blocks.
+// Only try_reserve() may be called from any thread. Nothing blocks.
 #pragma once
 
 #include <atomic>
@@ -119,7 +119,6 @@ class overlay final : public connection_owner {
   // What this node's routing table says now (cheap; for tests and convergence measurements).
   bool can_reach(node_id destination) const { return table_.is_reachable(destination); }
   std::optional<node_id> owner_of(std::uint64_t vnode) const { return table_.owner_of(vnode); }
-  std::uint64_t held_bytes() const { return held_bytes_.load(std::memory_order_relaxed); }
   overlay_view view() const;
 
   // connection_owner
