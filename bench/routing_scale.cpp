@@ -50,9 +50,9 @@ namespace ov = phoenix::overlay;
 using steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr std::uint64_t k_seed = 0x70686f656e6978;  // the random graph's; fixed so that runs compare
-constexpr std::uint64_t k_vnodes_per_node = 1024;   // each node assumes an interval of this many vnodes
-constexpr steady::duration k_min_slice = milliseconds(2);    // io time between two convergence checks ...
+constexpr std::uint64_t k_seed = 0x70686f656e6978;         // the random graph's; fixed so that runs compare
+constexpr std::uint64_t k_vnodes_per_node = 1024;          // each node assumes an interval of this many vnodes
+constexpr steady::duration k_min_slice = milliseconds(2);  // io time between two convergence checks ...
 constexpr steady::duration k_max_slice = milliseconds(100);  // ... and its cap, the worst timing resolution
 constexpr int k_rest_dumps = 3;                              // the rest window, in full-dump intervals
 constexpr int k_settle_dumps = 1;                            // wait this long after convergence first
@@ -210,9 +210,8 @@ class network {
   // where a forwards to b or b to a, so asking both ends covers every node's routes.
   bool routes_via(std::size_t a, std::size_t b) const {
     const auto routes = node(a).view().routes;
-    return std::any_of(routes.begin(), routes.end(), [&](const auto& r) {
-      return r.metric != ov::infinite_metric && r.next_hop == name(b);
-    });
+    return std::any_of(routes.begin(), routes.end(),
+                       [&](const auto& r) { return r.metric != ov::infinite_metric && r.next_hop == name(b); });
   }
 
   std::uint64_t routing_bytes() const {
@@ -303,7 +302,9 @@ double ms_between(steady::time_point a, steady::time_point b) {
 double cpu_ms() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+  const auto ms = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+  };
   return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
@@ -348,7 +349,8 @@ class case_runner {
   double converge(asio::io_context& io, network& net) {
     for (const auto& e : g_.edges) net.node(e.a).connect_local(net.node(e.b));
     const auto start = steady::now();
-    const auto done = wait("converge", io, net, {[&](std::size_t i, std::size_t j) { return net.routes_right(i, j); }});
+    const auto done =
+        wait("converge", io, net, {[&](std::size_t i, std::size_t j) { return net.routes_right(i, j); }});
     return ms_between(start, done);
   }
 
@@ -362,11 +364,13 @@ class case_runner {
     run_io_for(io, k_rest_dumps * opt_.dump_interval);
     const double wall_ms = ms_between(t0, steady::now());
     const double per_node = static_cast<double>(net.routing_bytes() - bytes0) / static_cast<double>(net.size());
-    remark("rest: cpu " + percent(cpu_ms() - cpu0, wall_ms) + " of " + std::to_string(static_cast<long>(wall_ms)) +
-           " ms; " + std::to_string(static_cast<long>(per_node / k_rest_dumps)) +
+    remark("rest: cpu " + percent(cpu_ms() - cpu0, wall_ms) + " of " +
+           std::to_string(static_cast<long>(wall_ms)) + " ms; " +
+           std::to_string(static_cast<long>(per_node / k_rest_dumps)) +
            " routing bytes per node per full-dump interval");
     const auto wrong = count_wrong(net, [&](std::size_t i, std::size_t j) { return net.routes_right(i, j); });
-    if (wrong) remark(std::to_string(wrong) + " ordered pairs were not routed right at the end of the rest window");
+    if (wrong)
+      remark(std::to_string(wrong) + " ordered pairs were not routed right at the end of the rest window");
     return per_node / (wall_ms / 1000.0);
   }
 
@@ -409,23 +413,29 @@ class case_runner {
     const auto began = steady::now();
     const double cpu0 = cpu_ms();
     auto next_progress = began + k_progress_every;
-    const auto done = run_until(io, opt_.timeout, [&] {
-      if (steady::now() >= next_progress) {
-        next_progress += k_progress_every;
-        remark(std::string(phase) + ": after " + std::to_string(static_cast<long>(ms_between(began, steady::now()))) +
-               " ms, " + std::to_string(count_wrong(net, t.pair_right)) + " ordered pairs wrong");
-      }
-      return t.also() && scan.all(t.pair_right);
-    }, stats);
+    const auto done = run_until(
+        io, opt_.timeout,
+        [&] {
+          if (steady::now() >= next_progress) {
+            next_progress += k_progress_every;
+            remark(std::string(phase) + ": after " +
+                   std::to_string(static_cast<long>(ms_between(began, steady::now()))) + " ms, " +
+                   std::to_string(count_wrong(net, t.pair_right)) + " ordered pairs wrong");
+          }
+          return t.also() && scan.all(t.pair_right);
+        },
+        stats);
     if (!done) {
-      throw failure{std::string(phase) + ": not converged within " + std::to_string(opt_.timeout.count()) + " s; " +
-                    std::to_string(count_wrong(net, t.pair_right)) + " of " + std::to_string(net.size() * net.size()) +
-                    " ordered pairs wrong" + (t.also() ? "" : ", and the cut link is still in use")};
+      throw failure{std::string(phase) + ": not converged within " + std::to_string(opt_.timeout.count()) +
+                    " s; " + std::to_string(count_wrong(net, t.pair_right)) + " of " +
+                    std::to_string(net.size() * net.size()) + " ordered pairs wrong" +
+                    (t.also() ? "" : ", and the cut link is still in use")};
     }
     const double wall = ms_between(began, steady::now());
-    remark(std::string(phase) + ": " + std::to_string(stats.checks) + " checks took " +
-           std::to_string(static_cast<long>(std::chrono::duration<double, std::milli>(stats.checking).count())) +
-           " ms of " + std::to_string(static_cast<long>(wall)) + " ms, cpu " + percent(cpu_ms() - cpu0, wall));
+    remark(
+        std::string(phase) + ": " + std::to_string(stats.checks) + " checks took " +
+        std::to_string(static_cast<long>(std::chrono::duration<double, std::milli>(stats.checking).count())) +
+        " ms of " + std::to_string(static_cast<long>(wall)) + " ms, cpu " + percent(cpu_ms() - cpu0, wall));
     return *done;
   }
 
@@ -565,9 +575,12 @@ bool apply_option(options& o, std::string_view flag, std::string_view value) {
   }
   const auto v = parse_number(value);
   if (!v) return false;
-  if (flag == "--dump-interval-ms") o.dump_interval = milliseconds(*v);
-  else if (flag == "--timeout-s") o.timeout = std::chrono::seconds(*v);
-  else return false;
+  if (flag == "--dump-interval-ms")
+    o.dump_interval = milliseconds(*v);
+  else if (flag == "--timeout-s")
+    o.timeout = std::chrono::seconds(*v);
+  else
+    return false;
   return true;
 }
 
@@ -600,7 +613,9 @@ struct row {
 };
 
 void print_table(const std::vector<row>& rows) {
-  std::printf("\n| topology | N | diameter | converge ms | cut converge ms | routing B/s per node | RSS KiB per node |\n");
+  std::printf(
+      "\n| topology | N | diameter | converge ms | cut converge ms | routing B/s per node | RSS KiB per node "
+      "|\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const auto& x : rows) {
     std::printf("| %s | %zu | %zu | %.1f | %.1f | %.0f | %.1f |\n", x.topology.c_str(), x.n, x.r.diameter,
@@ -617,10 +632,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   raise_fd_limit();
-  std::printf("# routing_scale: full_dump_interval=%lld ms, rest window=%d intervals after %d to settle, "
-              "phase timeout=%lld s, seed=%#llx\n",
-              static_cast<long long>(opt->dump_interval.count()), k_rest_dumps, k_settle_dumps,
-              static_cast<long long>(opt->timeout.count()), static_cast<unsigned long long>(k_seed));
+  std::printf(
+      "# routing_scale: full_dump_interval=%lld ms, rest window=%d intervals after %d to settle, "
+      "phase timeout=%lld s, seed=%#llx\n",
+      static_cast<long long>(opt->dump_interval.count()), k_rest_dumps, k_settle_dumps,
+      static_cast<long long>(opt->timeout.count()), static_cast<unsigned long long>(k_seed));
   std::vector<row> rows;
   bool failed = false;
   for (const auto& topology : opt->topologies) {
