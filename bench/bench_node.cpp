@@ -35,16 +35,28 @@ std::string result_line(std::string_view system, std::string_view test, std::siz
 
 // ph_send never blocks on the network; PH_EAGAIN is back-pressure (the node holds max_waiting_bytes of unsent
 // or unacknowledged messages). Pause briefly and retry, bounded in time.
-std::uint64_t send_msg(Node& node, vp_t dest, int tag, std::span<const std::byte> body) {
-  auto ec = node.send(dest, tag, body);
+namespace {
+// Retries send() while it reports back-pressure, bounded in time; returns the number of retries.
+template <class Send>
+std::uint64_t send_retrying(Send send, vp_t dest, int tag) {
+  auto ec = send();
   std::uint64_t retries = 0;
   for (auto deadline = Clock::now() + k_message_timeout; is_code(ec, PH_EAGAIN) && Clock::now() < deadline;) {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
     ++retries;
-    ec = node.send(dest, tag, body);
+    ec = send();
   }
   check(ec, "send to vnode " + std::to_string(dest) + " tag " + std::to_string(tag));
   return retries;
+}
+}  // namespace
+
+std::uint64_t send_msg(Node& node, vp_t dest, int tag, std::span<const std::byte> body) {
+  return send_retrying([&] { return node.send(dest, tag, body); }, dest, tag);
+}
+
+std::uint64_t send_msg(Node& node, vp_t dest, int tag, Bytes&& body) {
+  return send_retrying([&] { return node.send(dest, tag, std::move(body)); }, dest, tag);
 }
 
 Message recv_msg(Node& node, int tag, std::chrono::milliseconds timeout) {

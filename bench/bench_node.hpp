@@ -103,6 +103,7 @@ T read_body(const Message& m) {
 
 // Sends, retrying after a short pause on PH_EAGAIN (bounded by k_message_timeout); returns the retries.
 std::uint64_t send_msg(Node& node, vp_t dest, int tag, std::span<const std::byte> body);
+std::uint64_t send_msg(Node& node, vp_t dest, int tag, Bytes&& body);  // without a copy
 // The next message with `tag`; throws if none comes within `timeout`.
 Message recv_msg(Node& node, int tag, std::chrono::milliseconds timeout = k_message_timeout);
 

@@ -120,7 +120,7 @@ void serve_b(Node& node, const ChildPipes& pipes, const Settings& s) {
       continue;
     }
     if (m->tag() == tag_ping) {
-      send_msg(node, k_vnode_a, tag_pong, m->bytes());
+      send_msg(node, k_vnode_a, tag_pong, std::move(*m).take_body());  // as MPI echoes from its buffer
     } else if (m->tag() == tag_rate_request) {
       send_rate_windows(node, *m);
     } else {

@@ -49,11 +49,11 @@ class Receiver {
 
   void run(int report_fd) {
     await_probes();
-    for (vp_t i = 0; i < k_star_senders; ++i) send_msg(node_, k_vnode_b + i, tag_go, {});
+    for (vp_t i = 0; i < k_star_senders; ++i) send_msg(node_, k_vnode_b + i, tag_go, std::span<const std::byte>());
     count_for(s_.rate4_warmup());
     std::vector<double> rates;
     for (int r = 0; r < s_.reps; ++r) rates.push_back(count_for(s_.rate4_window()));
-    for (vp_t i = 0; i < k_star_senders; ++i) send_msg(node_, k_vnode_b + i, tag_stop, {});
+    for (vp_t i = 0; i < k_star_senders; ++i) send_msg(node_, k_vnode_b + i, tag_stop, std::span<const std::byte>());
     drain();
     report_line(report_fd, result_line("phoenix-rate4", "rate", k_rate_msg_bytes, median(rates), 0, "msg/s"));
     report_line(report_fd, summary());

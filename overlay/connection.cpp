@@ -154,7 +154,7 @@ bool connection::on_data_frame(frame_view& f) {
     case link_session::receipt::accept:
       break;
   }
-  phoenix::Bytes body = f.body ? std::move(*f.body) : phoenix::Bytes(f.payload.begin() + data_head_bytes, f.payload.end());
+  phoenix::Bytes body = f.body ? std::move(*f.body) : phoenix::copy_bytes(f.payload.subspan(data_head_bytes));
   note_received(frame_header_bytes + f.header.length);
   if (!handle_ack(head.ack)) return false;
   owner_.on_data(*this, head, std::move(body));

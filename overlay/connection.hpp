@@ -18,7 +18,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,7 +94,8 @@ class connection : public std::enable_shared_from_this<connection> {
   using read_handler = std::function<void(std::error_code, std::size_t)>;
   // The stream, provided by the concrete connection type.
   virtual void stream_read(std::span<std::byte> into, read_handler h) = 0;
-  virtual void stream_write(std::vector<asio::const_buffer> buffers, read_handler h) = 0;
+  // Writes all of `buffers`, which stay valid and unchanged until h runs.
+  virtual void stream_write(std::span<const asio::const_buffer> buffers, read_handler h) = 0;
   virtual void stream_close() = 0;
   virtual asio::any_io_executor executor() = 0;
 
@@ -145,8 +148,12 @@ class socket_connection final : public connection {
   void stream_read(std::span<std::byte> into, read_handler h) override {
     socket_.async_read_some(asio::buffer(into.data(), into.size()), std::move(h));
   }
-  void stream_write(std::vector<asio::const_buffer> buffers, read_handler h) override {
-    asio::async_write(socket_, std::move(buffers), std::move(h));
+  void stream_write(std::span<const asio::const_buffer> buffers, read_handler h) override {
+    // asio::transfer_all() hands the socket at most 64 KiB per write_some, so a 16 MiB message would cost 256
+    // sendmsg calls, each waiting for the receiver to drain the last; the socket takes as much as it can.
+    asio::async_write(socket_, buffers, [](std::error_code ec, std::size_t) -> std::size_t {
+      return ec ? 0 : std::numeric_limits<std::size_t>::max();
+    }, std::move(h));
   }
   void stream_close() override {
     std::error_code ignored;

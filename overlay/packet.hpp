@@ -23,7 +23,8 @@ struct packet {
   phoenix::Bytes body;
 
   // Bytes this packet holds in memory, for the bounds on waiting messages and link windows.
-  std::size_t footprint() const { return body.size() + sizeof(packet); }
+  static std::size_t footprint_of(std::size_t body_bytes) { return body_bytes + sizeof(packet); }
+  std::size_t footprint() const { return footprint_of(body.size()); }
 };
 
 }  // namespace phoenix::overlay

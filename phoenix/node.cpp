@@ -55,6 +55,10 @@ class Node::Impl {
   std::error_code initialize(std::string_view port, const char* log_in);
   std::error_code finalize(const char* log_out);
   std::error_code send(vp_t dest, int tag, std::span<const std::byte> data);
+  std::error_code send(vp_t dest, int tag, Bytes&& body);
+  // The checks of ph_send, and the reservation of room for `size` body bytes among the waiting messages.
+  std::error_code check_send(int tag, std::size_t size, bool null_data) const;
+  std::error_code enqueue(vp_t dest, int tag, Bytes body);  // after check_send
   std::optional<Message> receive(int tag, clock::time_point deadline);
   std::optional<Message> take(int tag);
   std::error_code assume(Interval s);
@@ -184,15 +188,29 @@ std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline) 
   return got;
 }
 
-std::error_code Node::Impl::send(vp_t dest, int tag, std::span<const std::byte> data) {
+std::error_code Node::Impl::check_send(int tag, std::size_t size, bool null_data) const {
   if (!running_) return make_error_code(PH_ESTATE);
-  if (tag < 0 || (data.data() == nullptr && !data.empty())) return make_error_code(PH_EINVAL);
-  if (data.size() > config_.max_message_bytes) return make_error_code(PH_ETOOBIG);
+  if (tag < 0 || (null_data && size > 0)) return make_error_code(PH_EINVAL);
+  if (size > config_.max_message_bytes) return make_error_code(PH_ETOOBIG);
+  if (!overlay_->try_reserve(overlay::packet::footprint_of(size))) return make_error_code(PH_EAGAIN);
+  return {};
+}
+
+std::error_code Node::Impl::send(vp_t dest, int tag, std::span<const std::byte> data) {
+  if (auto ec = check_send(tag, data.size(), data.data() == nullptr)) return ec;
+  return enqueue(dest, tag, copy_bytes(data));
+}
+
+std::error_code Node::Impl::send(vp_t dest, int tag, Bytes&& body) {
+  if (auto ec = check_send(tag, body.size(), false)) return ec;
+  return enqueue(dest, tag, std::move(body));
+}
+
+std::error_code Node::Impl::enqueue(vp_t dest, int tag, Bytes body) {
   overlay::packet p;
   p.dest = dest;
   p.tag = tag;
-  p.body.assign(data.begin(), data.end());
-  if (!overlay_->try_reserve(p.footprint())) return make_error_code(PH_EAGAIN);
+  p.body = std::move(body);
   // One queue for every sending thread keeps send order whether a packet goes out inline (the token was
   // free: the write happens before ph_send returns) or later, drained by whoever holds the token.
   {
@@ -311,6 +329,7 @@ std::error_code Node::finalize(const char* log_out) { return impl_->finalize(log
 bool Node::running() const { return impl_->running_; }
 
 std::error_code Node::send(vp_t dest, int tag, std::span<const std::byte> data) { return impl_->send(dest, tag, data); }
+std::error_code Node::send(vp_t dest, int tag, Bytes&& body) { return impl_->send(dest, tag, std::move(body)); }
 
 std::optional<Message> Node::recv(int tag) { return impl_->receive(tag, clock::time_point::max()); }
 std::optional<Message> Node::try_recv(int tag) {

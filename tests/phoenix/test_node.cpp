@@ -118,6 +118,36 @@ TEST_CASE("node: two nodes exchange messages through their virtual nodes, in ord
   CHECK_FALSE(b.try_recv(2));
 }
 
+TEST_CASE("node: send(Bytes&&) hands the buffer over without a copy; refused, it leaves the buffer alone") {
+  two_nodes t;
+  REQUIRE_FALSE(t.a.assume({0, 500}));
+  REQUIRE_FALSE(t.b.assume({500, 1000}));
+  phoenix::Bytes body(3 << 20);
+  for (std::size_t i = 0; i < body.size(); ++i) body[i] = static_cast<std::byte>(i * 7);
+  const phoenix::Bytes expected = body;
+
+  // A tag below zero is refused: the caller still holds every byte.
+  CHECK(t.a.send(600, -1, std::move(body)).value() == PH_EINVAL);
+  REQUIRE(body == expected);
+
+  // Sent to itself the very buffer comes back: no copy on the way.
+  const std::byte* where = body.data();
+  REQUIRE_FALSE(t.a.send(7, 3, std::move(body)));
+  auto self = t.a.recv_for(3, 5s);
+  REQUIRE(self);
+  CHECK(self->data() == where);
+
+  // Echoed through b by take_body(), it arrives intact.
+  REQUIRE_FALSE(t.a.send(600, 4, std::move(*self).take_body()));
+  auto at_b = t.b.recv_for(4, 5s);
+  REQUIRE(at_b);
+  REQUIRE_FALSE(t.b.send(8, 5, std::move(*at_b).take_body()));
+  auto back = t.a.recv_for(5, 5s);
+  REQUIRE(back);
+  CHECK(back->size() == expected.size());
+  CHECK(std::equal(back->data(), back->data() + back->size(), expected.begin()));
+}
+
 TEST_CASE("node: a message to a virtual node nobody assumes waits until someone does") {
   two_nodes t;
   Node& a = t.a;

@@ -123,6 +123,9 @@ class PH_API Node {
   std::error_code send(vp_t dest, int tag, const void* data, std::size_t len) {
     return send(dest, tag, std::span(static_cast<const std::byte*>(data), len));
   }
+  // Hands `body` over without copying it (a received message's take_body() can be sent on this way). On an
+  // error `body` is left as it was.
+  std::error_code send(vp_t dest, int tag, Bytes&& body);
   std::optional<Message> recv(int tag = any_tag);
   std::optional<Message> try_recv(int tag = any_tag);
   std::optional<Message> recv_for(int tag, std::chrono::milliseconds timeout);
