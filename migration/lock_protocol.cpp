@@ -1,0 +1,333 @@
+#include "migration/lock_protocol.hpp"
+
+#include <algorithm>
+
+#include "migration/log.hpp"
+
+namespace phoenix::migration {
+
+lock_protocol::lock_protocol(vp_t self, vp_t space_size, host& h)
+    : self_(self), space_size_(space_size), host_(h) {}
+
+void lock_protocol::send(vp_t to, kind k, interval span) {
+  message m;
+  m.what = k;
+  m.from = self_;
+  m.span = span;
+  host_.send_to_node(to, m);
+}
+
+void lock_protocol::set_interval(std::optional<interval> i) {
+  migratable_ = i.has_value();
+  interval_ = i.value_or(interval{});
+  if (interval_.empty()) interval_ = {};
+}
+
+void lock_protocol::end_attempt(outcome o) {
+  attempting_ = false;
+  outcome_ = o;
+}
+
+// --- Figure 2 -----------------------------------------------------------------------------------------------
+
+bool lock_protocol::begin(const plan& p) {
+  if (locked_ || attempting_ || !migratable_) return false;  // lines 9, 12, 15: s = FREE and not l
+  vp_t v = 0;
+  side where = p.where;
+  if (interval_.empty()) {
+    where = side::any;  // line 10: any virtual node
+    v = host_.random_vnode();
+  } else if (where == side::below && interval_.lo > 0) {
+    v = interval_.lo - 1;  // line 13: a - 1 in V
+  } else if (where == side::above && interval_.hi < space_size_) {
+    v = interval_.hi;  // line 16: b in V
+  } else {
+    return false;  // the side lies outside V (or "any" for a node that assumes something)
+  }
+  plan_ = p;
+  side_ = where;
+  partner_ = 0;
+  partner_span_ = {};
+  aborting_ = false;
+  message m;
+  m.what = kind::query;
+  m.from = self_;
+  host_.send_to_vnode(v, m);  // lines 10, 13, 16
+  attempting_ = true;         // lines 11, 14, 17
+  outcome_ = outcome::running;
+  logger()->debug("{:x}: attempt to {} via vnode {}", self_,
+                  p.what == plan::action::take_half || p.what == plan::action::take ? "take" : "give", v);
+  return true;
+}
+
+// --- Figure 3 -----------------------------------------------------------------------------------------------
+
+void lock_protocol::on_message(const message& m) {
+  const vp_t q = m.from;
+  switch (m.what) {
+    case kind::query:
+      return on_query(q);
+    case kind::lock_you_first:
+      return on_lock_you_first(q, m.span);
+    case kind::lock2:
+      return on_lock2(q, m.span);
+    case kind::fail1:
+      return on_fail1(q);
+    case kind::fail2:
+      return on_fail2(q);
+    case kind::ok1:
+      return on_ok1(q, m.span);
+    case kind::ok2:
+      return on_ok2(q);
+    case kind::cleanup:
+      return on_cleanup(q);
+    case kind::cleanup_ack:
+      return on_cleanup_ack(q);
+    case kind::give_request:
+      return on_give_request(q, m.span);
+    case kind::done:
+      return on_done(q, m.span);
+    case kind::state_begin:
+    case kind::state_chunk:
+    case kind::state_ack:
+      return;  // the host's
+  }
+}
+
+// Lines 34 and 54, "S and I are adjacent as intended" (docs/migration.md, decision 1): on the side the query
+// went to; with I empty anything non-empty; an empty S never.
+bool lock_protocol::adjacent_as_intended(interval s) const {
+  if (s.empty() || !migratable_) return false;
+  if (interval_.empty()) return true;
+  switch (side_) {
+    case side::below:
+      return s.hi == interval_.lo;
+    case side::above:
+      return s.lo == interval_.hi;
+    case side::any:
+      return is_adjacent(s, interval_);
+  }
+  return false;
+}
+
+// Lines 20-32.
+void lock_protocol::on_query(vp_t q) {
+  if (!migratable_) {
+    send(q, kind::fail1);  // a node with several intervals sits migration out
+  } else if (q == self_) {
+    if (attempting_) end_attempt(outcome::failed);  // line 22: the query came back to its sender
+  } else if (q < self_) {
+    send(q, kind::lock_you_first, interval_);  // line 25: q must lock itself before p
+  } else if (!locked_) {
+    locked_ = true;  // line 28: grant p's lock to q
+    holder_ = q;
+    send(q, kind::ok1, interval_);
+  } else {
+    send(q, kind::fail1);  // line 31: p is already locked
+  }
+}
+
+// Lines 33-40.
+void lock_protocol::on_lock_you_first(vp_t q, interval s) {
+  if (!attempting_) {
+    logger()->warn("{:x}: lock_you_first from {:x} without an attempt; ignored", self_, q);
+    return;
+  }
+  if (!locked_ && adjacent_as_intended(s)) {
+    locked_ = true;  // line 36: lock itself, then ask for the second lock
+    holder_ = self_;
+    partner_ = q;
+    partner_span_ = s;
+    send(q, kind::lock2, s);
+  } else {
+    end_attempt(outcome::failed);  // line 39
+  }
+}
+
+// Lines 41-48.
+void lock_protocol::on_lock2(vp_t q, interval s) {
+  if (!locked_ && migratable_ && interval_ == s) {
+    locked_ = true;  // line 44: grant the lock to q
+    holder_ = q;
+    send(q, kind::ok2);
+  } else {
+    send(q, kind::fail2);  // line 47
+  }
+}
+
+// Line 49.
+void lock_protocol::on_fail1(vp_t) {
+  if (attempting_) end_attempt(outcome::failed);
+}
+
+// Lines 50-52: the remote lock was refused; free the own lock taken at line 36.
+void lock_protocol::on_fail2(vp_t) {
+  if (!attempting_) return;
+  end_attempt(outcome::failed);
+  if (locked_ && holder_ == self_) {
+    locked_ = false;
+    holder_ = 0;
+  }
+}
+
+// Lines 53-59.
+void lock_protocol::on_ok1(vp_t q, interval s) {
+  if (!attempting_) {
+    logger()->warn("{:x}: ok1 from {:x} without an attempt; releasing it", self_, q);
+    send(q, kind::cleanup);
+    return;
+  }
+  if (!locked_ && adjacent_as_intended(s)) {
+    locked_ = true;  // line 56: got the first lock remotely, and now the second
+    holder_ = self_;
+    attempting_ = false;
+    both_locks_held(q, s);
+  } else {
+    send(q, kind::cleanup);  // line 58; l stays true until cleanup_ack (line 66)
+  }
+}
+
+// Lines 60-62.
+void lock_protocol::on_ok2(vp_t q) {
+  if (!attempting_ || partner_ != q) {
+    logger()->warn("{:x}: ok2 from {:x} it did not ask; ignored", self_, q);
+    return;
+  }
+  attempting_ = false;
+  both_locks_held(q, partner_span_);
+}
+
+// Lines 63-65, read as "free the lock I granted" (docs/migration.md, decision 2): l is this node's own
+// attempt and stays as it is.
+void lock_protocol::on_cleanup(vp_t q) {
+  if (locked_ && holder_ == q) {
+    locked_ = false;
+    holder_ = 0;
+  }
+  send(q, kind::cleanup_ack);
+}
+
+// Line 66; after an empty plan, the initiator's own lock is freed here too.
+void lock_protocol::on_cleanup_ack(vp_t) {
+  if (aborting_) {
+    aborting_ = false;
+    locked_ = false;
+    holder_ = 0;
+    end_attempt(outcome::moved_nothing);
+  } else if (attempting_) {
+    end_attempt(outcome::failed);
+  }
+}
+
+// --- the transfer -------------------------------------------------------------------------------------------
+
+// The interval that moves, from this node's interval I and the partner's S, by the plan (docs/migration.md).
+interval lock_protocol::plan_interval(interval s) const {
+  const interval i = interval_;
+  const bool s_below = !i.empty() && s.hi == i.lo;  // otherwise S is above I, or I is empty
+  switch (plan_.what) {
+    case plan::action::take_half: {
+      const std::uint64_t n = s.size() / 2;  // the giver keeps the larger half
+      if (n == 0) return {};
+      return s_below || i.empty() ? interval{s.hi - n, s.hi} : interval{s.lo, s.lo + n};
+    }
+    case plan::action::take: {
+      const std::uint64_t n = std::min(plan_.count, s.size() - 1);  // the giver keeps one at least
+      if (n == 0) return {};
+      return s_below || i.empty() ? interval{s.hi - n, s.hi} : interval{s.lo, s.lo + n};
+    }
+    case plan::action::give_all:
+      return i;
+    case plan::action::give: {
+      const std::uint64_t n = std::min(plan_.count, i.size());
+      if (n == 0) return {};
+      return s_below ? interval{i.lo, i.lo + n} : interval{i.hi - n, i.hi};
+    }
+  }
+  return {};
+}
+
+void lock_protocol::both_locks_held(vp_t q, interval s) {
+  partner_ = q;
+  partner_span_ = s;
+  const interval t = plan_interval(s);
+  const bool taking = plan_.what == plan::action::take_half || plan_.what == plan::action::take;
+  if (t.empty()) {
+    aborting_ = true;  // nothing to move: free q's lock, then ours on cleanup_ack
+    send(q, kind::cleanup);
+    return;
+  }
+  logger()->debug("{:x}: both locks held with {:x}; {} [{}, {})", self_, q, taking ? "taking" : "giving", t.lo,
+                  t.hi);
+  if (taking) {
+    transfer_ = transfer{t, q, self_};
+    host_.expect(t, q);
+    send(q, kind::give_request, t);
+  } else {
+    transfer_ = transfer{t, self_, q};
+    host_.give(t, q);
+  }
+}
+
+void lock_protocol::on_give_request(vp_t q, interval t) {
+  const bool at_an_end = !t.empty() && (t.lo == interval_.lo || t.hi == interval_.hi) && interval_.lo <= t.lo &&
+                         t.hi <= interval_.hi && t != interval_;
+  if (!locked_ || holder_ != q || !at_an_end || transfer_) {
+    logger()->error(
+        "{:x}: give_request for [{}, {}) from {:x} does not fit (locked {}, holder {:x}, I [{}, {}))", self_,
+        t.lo, t.hi, q, locked_, holder_, interval_.lo, interval_.hi);
+    return;
+  }
+  transfer_ = transfer{t, self_, q};
+  host_.give(t, q);
+}
+
+void lock_protocol::released(interval t) {
+  if (t == interval_) {
+    interval_ = {};
+  } else if (t.lo == interval_.lo) {
+    interval_.lo = t.hi;
+  } else if (t.hi == interval_.hi) {
+    interval_.hi = t.lo;
+  } else {
+    logger()->error("{:x}: released [{}, {}), not at an end of [{}, {})", self_, t.lo, t.hi, interval_.lo,
+                    interval_.hi);
+  }
+}
+
+bool lock_protocol::arrived(interval t, vp_t giver) {
+  // The paper's assertion (footnote 2): an interval arriving at q is adjacent to q's interval.
+  if (!interval_.empty() && !is_adjacent(t, interval_)) {
+    logger()->error("{:x}: interval [{}, {}) from {:x} is not adjacent to [{}, {})", self_, t.lo, t.hi, giver,
+                    interval_.lo, interval_.hi);
+    return false;
+  }
+  interval_ = interval_.empty() ? t : interval{std::min(t.lo, interval_.lo), std::max(t.hi, interval_.hi)};
+  const bool initiator = holder_ == self_;
+  locked_ = false;
+  holder_ = 0;
+  transfer_.reset();
+  send(giver, kind::done, t);
+  if (initiator) {
+    moved_ = t;
+    end_attempt(outcome::moved);
+  }
+  return true;
+}
+
+void lock_protocol::on_done(vp_t q, interval t) {
+  if (!transfer_ || transfer_->giver != self_ || transfer_->taker != q || transfer_->what != t) {
+    logger()->error("{:x}: done for [{}, {}) from {:x} matches no transfer; ignored", self_, t.lo, t.hi, q);
+    return;
+  }
+  const bool initiator = holder_ == self_;
+  locked_ = false;
+  holder_ = 0;
+  transfer_.reset();
+  if (initiator) {
+    moved_ = t;
+    end_attempt(outcome::moved);
+  }
+}
+
+}  // namespace phoenix::migration

@@ -1,0 +1,132 @@
+// migration/lock_protocol.hpp — the lock-ordered interval migration protocol of the Phoenix paper (section 3.5,
+// Figures 1-3), as specified in docs/migration.md.
+//
+// A deterministic state machine, one per node: begin() is Figure 2, on_message() dispatches to one handler per
+// message of Figure 3 (each names its figure lines), and the transfer that follows once the initiator holds
+// both locks (which the figures leave out) is split between this class (who gives what to whom, the paper's
+// adjacency assertion, freeing the locks) and its host (releasing, packing, streaming and assuming, which need
+// the application's thread). Nothing here blocks, reads a clock or touches the network: the host sends what it
+// is asked to send, so tests drive the protocol through any interleaving they like.
+//
+// Not thread-safe: the host calls it from one thread at a time (the node's I/O context).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "migration/message.hpp"
+
+namespace phoenix::migration {
+
+// Which neighbour an attempt goes to: the owner of a - 1 (below), of b (above), or of a random virtual node
+// (any; only for a node that assumes nothing, Figure 2 line 10).
+enum class side : std::uint8_t { any, below, above };
+
+// What an attempt is for; applied by the initiator once both locks are held (docs/migration.md, "plan").
+struct plan {
+  enum class action : std::uint8_t { take_half, take, give_all, give };
+  action what = action::take_half;
+  side where = side::any;
+  std::uint64_t count = 0;  // take, give: how many virtual nodes
+};
+
+// How this node's last attempt went.
+enum class outcome : std::uint8_t { none, running, failed, moved_nothing, moved };
+
+class lock_protocol {
+ public:
+  // What the protocol needs from the node it runs in.
+  class host {
+   public:
+    virtual ~host() = default;
+    virtual void send_to_vnode(vp_t v, const message& m) = 0;    // to whoever assumes v when it arrives
+    virtual void send_to_node(vp_t node, const message& m) = 0;  // to a resource name
+    // This node gives t to `taker`: release t (then call released(t)), pack its state and stream it. The
+    // taker's done arrives through on_message.
+    virtual void give(interval t, vp_t taker) = 0;
+    // This node is about to receive t from `giver`; once all of its state is here, call arrived(t, giver).
+    virtual void expect(interval t, vp_t giver) = 0;
+    virtual vp_t random_vnode() = 0;  // uniform in [0, L)
+  };
+
+  lock_protocol(vp_t self, vp_t space_size, host& h);
+
+  // Figure 2 (lines 8-18): starts an attempt if this node's lock is free and no attempt of its own is
+  // outstanding, and the plan's side lies inside V. Returns whether a query went out.
+  bool begin(const plan& p);
+
+  // One handler per message (Figure 3 and the transfer). Messages of the state stream (state_begin,
+  // state_chunk, state_ack) belong to the host and are ignored here.
+  void on_message(const message& m);
+
+  // The transfer, reported by the host.
+  void released(interval t);  // the giver released t: it leaves this node's interval
+  // The taker has all of t's state. Checks the paper's assertion (t is adjacent to this node's interval, or
+  // that is empty); if it holds, t joins the interval, this node's lock is freed and `done` goes to the giver,
+  // and the caller assumes t. Returns false, changing nothing, if the assertion fails.
+  bool arrived(interval t, vp_t giver);
+
+  // The interval the node assumes, kept in step by the host when the application assumes or releases outside
+  // the protocol; nullopt when the node assumes several intervals, which makes it sit migration out (it
+  // answers every query with fail1 and every lock2 with fail2).
+  void set_interval(std::optional<interval> i);
+
+  vp_t self() const { return self_; }
+  bool locked() const { return locked_; }          // s
+  vp_t holder() const { return holder_; }          // h, while locked
+  bool attempting() const { return attempting_; }  // l
+  std::optional<interval> current() const { return migratable_ ? std::optional(interval_) : std::nullopt; }
+  // An attempt of this node's is in progress: querying, locking, or moving state.
+  bool busy() const { return attempting_ || (locked_ && holder_ == self_); }
+  outcome last_outcome() const { return outcome_; }
+  interval last_moved() const { return moved_; }  // what the last successful attempt moved
+  bool transferring() const { return transfer_.has_value(); }
+
+ private:
+  struct transfer {
+    interval what;
+    vp_t giver = 0;
+    vp_t taker = 0;
+  };
+
+  // Figure 3, one handler per message; q is the sender.
+  void on_query(vp_t q);
+  void on_lock_you_first(vp_t q, interval s);
+  void on_lock2(vp_t q, interval s);
+  void on_fail1(vp_t q);
+  void on_fail2(vp_t q);
+  void on_ok1(vp_t q, interval s);
+  void on_ok2(vp_t q);
+  void on_cleanup(vp_t q);
+  void on_cleanup_ack(vp_t q);
+  // The transfer.
+  void on_give_request(vp_t q, interval t);
+  void on_done(vp_t q, interval t);
+
+  bool adjacent_as_intended(interval s) const;  // lines 34 and 54
+  void both_locks_held(vp_t q, interval s);     // after line 56 or 62: apply the plan
+  interval plan_interval(interval s) const;     // T, from I and S
+  void end_attempt(outcome o);
+  void send(vp_t to, kind k, interval span = {});
+
+  vp_t self_;
+  vp_t space_size_;
+  host& host_;
+  bool locked_ = false;      // s = LOCKED
+  vp_t holder_ = 0;          // h
+  interval interval_;        // I
+  bool migratable_ = true;   // assumes one interval (or none)
+  bool attempting_ = false;  // l
+
+  // The initiator's attempt.
+  plan plan_;
+  side side_ = side::any;  // where the query went (any when I was empty)
+  vp_t partner_ = 0;       // the responder, once known
+  interval partner_span_;  // S as sent in lock2
+  bool aborting_ = false;  // both locks held, nothing to move: cleanup sent, own lock freed on cleanup_ack
+  std::optional<transfer> transfer_;
+  outcome outcome_ = outcome::none;
+  interval moved_;
+};
+
+}  // namespace phoenix::migration

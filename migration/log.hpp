@@ -1,0 +1,13 @@
+// log.hpp — the migration module's spdlog logger ("migration"), quiet (warn) by default; see overlay/log.hpp.
+#pragma once
+
+#include "overlay/log.hpp"
+
+namespace phoenix::migration {
+
+inline const std::shared_ptr<spdlog::logger>& logger() {
+  static const auto instance = overlay::module_logger("migration");
+  return instance;
+}
+
+}  // namespace phoenix::migration
