@@ -315,16 +315,34 @@ bool lock_protocol::arrived(interval t, vp_t giver) {
   return true;
 }
 
+void lock_protocol::decline(interval t) {
+  if (!transfer_ || transfer_->giver != self_ || transfer_->what != t) return;
+  interval_ = interval_.empty() ? t : interval{std::min(t.lo, interval_.lo), std::max(t.hi, interval_.hi)};
+  transfer_->declined = true;
+}
+
+void lock_protocol::declined(interval t, vp_t giver) {
+  const bool initiator = holder_ == self_;
+  locked_ = false;
+  holder_ = 0;
+  transfer_.reset();
+  send(giver, kind::done, t);
+  if (initiator) end_attempt(outcome::failed);
+}
+
 void lock_protocol::on_done(vp_t q, interval t) {
   if (!transfer_ || transfer_->giver != self_ || transfer_->taker != q || transfer_->what != t) {
     logger()->error("{:x}: done for [{}, {}) from {:x} matches no transfer; ignored", self_, t.lo, t.hi, q);
     return;
   }
   const bool initiator = holder_ == self_;
+  const bool declined = transfer_->declined;
   locked_ = false;
   holder_ = 0;
   transfer_.reset();
-  if (initiator) {
+  if (initiator && declined) {
+    end_attempt(outcome::failed);
+  } else if (initiator) {
     moved_ = t;
     end_attempt(outcome::moved);
   }

@@ -18,6 +18,9 @@
 
 namespace phoenix::migration {
 
+// state_begin's length when the giver declines (its pack failed).
+inline constexpr std::uint64_t declined_length = ~std::uint64_t{0};
+
 // Which neighbour an attempt goes to: the owner of a - 1 (below), of b (above), or of a random virtual node
 // (any; only for a node that assumes nothing, Figure 2 line 10).
 enum class side : std::uint8_t { any, below, above };
@@ -65,6 +68,13 @@ class lock_protocol {
   // that is empty); if it holds, t joins the interval, this node's lock is freed and `done` goes to the giver,
   // and the caller assumes t. Returns false, changing nothing, if the assertion fails.
   bool arrived(interval t, vp_t giver);
+  // The paper's assertion alone, for a taker that checks before unpacking.
+  bool acceptable(interval t) const { return interval_.empty() || is_adjacent(t, interval_); }
+  // The giver could not produce t's state (its pack failed): t is this node's again, and the taker is told
+  // (state_begin with length `declined_length`); both locks are freed as after a transfer, nothing moved.
+  void decline(interval t);
+  // The taker learnt that the giver declined: frees its lock and sends done, as after a transfer.
+  void declined(interval t, vp_t giver);
 
   // The interval the node assumes, kept in step by the host when the application assumes or releases outside
   // the protocol; nullopt when the node assumes several intervals, which makes it sit migration out (it
@@ -87,6 +97,7 @@ class lock_protocol {
     interval what;
     vp_t giver = 0;
     vp_t taker = 0;
+    bool declined = false;
   };
 
   // Figure 3, one handler per message; q is the sender.

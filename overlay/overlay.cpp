@@ -365,6 +365,11 @@ void overlay::send(packet p) {
   route(std::move(p));
 }
 
+void overlay::send_unbounded(packet p) {
+  account(static_cast<std::int64_t>(p.footprint()));
+  send(std::move(p));
+}
+
 void overlay::on_data(connection&, const data_head& head, phoenix::Bytes body) {
   inject(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body)});
 }

@@ -92,6 +92,8 @@ class overlay final : public connection_owner {
   // ph_release, or read from a log) and delivers, forwards or holds it like any arriving packet.
   bool try_reserve(std::uint64_t bytes);
   void send(packet p);  // precondition: try_reserve(p.footprint()) succeeded
+  // The runtime's own packets (migration messages, bounded by their protocol): sent past the bound.
+  void send_unbounded(packet p);
   void inject(packet p);
 
   // Mapping: the intervals of [0, L) this node assumes.

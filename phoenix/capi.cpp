@@ -6,6 +6,8 @@
 #include <phoenix/node.hpp>
 #include <phoenix/phoenix.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -120,6 +122,43 @@ int ph_assumed(ph_vps_t* out, size_t max) {
   const auto all = n->assumed();
   for (size_t i = 0; i < all.size() && i < max; ++i) out[i] = ph_vps_t{all[i].lo, all[i].hi};
   return static_cast<int>(all.size());
+}
+
+int ph_set_state_handlers(ph_pack_fn pack, ph_unpack_fn unpack, void* ctx) {
+  if (!pack || !unpack) return PH_EINVAL;
+  auto* n = node();
+  if (!n) return PH_ESTATE;
+  auto pack_state = [pack, ctx](phoenix::Interval s) -> std::optional<phoenix::Bytes> {
+    void* data = nullptr;
+    size_t len = 0;
+    if (pack(ph_vps_t{s.lo, s.hi}, &data, &len, ctx) != 0 || (!data && len > 0)) {
+      std::free(data);
+      return std::nullopt;
+    }
+    phoenix::Bytes b(len);
+    if (len > 0) std::memcpy(b.data(), data, len);
+    std::free(data);
+    return b;
+  };
+  auto unpack_state = [unpack, ctx](phoenix::Interval s, std::span<const std::byte> data) {
+    return unpack(ph_vps_t{s.lo, s.hi}, data.data(), data.size(), ctx) == 0;
+  };
+  return code(n->set_state_handlers(pack_state, unpack_state));
+}
+
+int ph_join(int timeout_ms) {
+  auto* n = node();
+  return n ? code(n->join(std::chrono::milliseconds(timeout_ms))) : PH_ESTATE;
+}
+
+int ph_leave(int timeout_ms) {
+  auto* n = node();
+  return n ? code(n->leave(std::chrono::milliseconds(timeout_ms))) : PH_ESTATE;
+}
+
+int ph_poll(void) {
+  auto* n = node();
+  return n ? n->poll() : PH_ESTATE;
 }
 
 }  // extern "C"

@@ -11,11 +11,13 @@
 
 #include <phoenix/config.hpp>
 
+#include "migration/message.hpp"
 #include "overlay/cluster_key.hpp"
 #include "overlay/log.hpp"
 #include "overlay/overlay.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/message_log.hpp"
+#include "phoenix/migration_driver.hpp"
 #include "phoenix/progress.hpp"
 
 namespace phoenix {
@@ -28,6 +30,12 @@ using clock = std::chrono::steady_clock;
 // its log (paper 3.3: it tries not to log messages meant for other nodes).
 constexpr auto drain_timeout = std::chrono::seconds(5);
 constexpr auto goodbye_timeout = std::chrono::seconds(1);
+// How long ph_finalize waits for a migration this node takes part in to end.
+constexpr auto migration_settle_timeout = std::chrono::seconds(5);
+// Back-off between failed migration attempts: randomised, doubling from the first to the last
+// (MIGRATION-NOTES.md point 3: attempts may keep failing under contention).
+constexpr auto backoff_first = std::chrono::milliseconds(1);
+constexpr auto backoff_last = std::chrono::milliseconds(200);
 
 // Outside [0, L), unique per incarnation with high probability (paper 3.3, footnote 1).
 vp_t make_resource_name(std::uint64_t space_size) {
@@ -64,6 +72,12 @@ class Node::Impl {
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
 
+  // migration (migration_driver.hpp)
+  std::error_code join(std::chrono::milliseconds timeout);
+  std::error_code leave(std::chrono::milliseconds timeout);
+  std::error_code migrate(const migration::plan& p, std::chrono::milliseconds timeout);
+  int poll();
+
   Config config_;
   std::string config_error_;
   std::atomic<bool> running_{false};
@@ -71,6 +85,7 @@ class Node::Impl {
   std::string local_port_;
   std::unique_ptr<progress_engine> progress_;
   std::unique_ptr<overlay::overlay> overlay_;
+  std::unique_ptr<migration_driver> migration_;
 
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;
@@ -86,6 +101,16 @@ class Node::Impl {
   void deliver(overlay::packet&& p);
   overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
   std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
+  void release_and_requeue(Interval s);  // holding the token
+  void sync_migration_interval();         // holding the token: the protocol learns what the node assumes
+  bool migration_involved() const;        // holding the token: an attempt or a lock is under way
+  // Drives the node and runs pending migration steps until done() (evaluated holding the token) or the
+  // deadline; returns done()'s last value.
+  bool drive_migration(const std::function<bool()>& done, clock::time_point deadline);
+  // One protocol attempt, to its end or the deadline.
+  migration::outcome one_attempt(const migration::plan& p, clock::time_point deadline);
+  void back_off(std::chrono::milliseconds& backoff, clock::time_point deadline);
+  std::mt19937_64 backoff_rng_{std::random_device{}()};
 };
 
 std::error_code Node::Impl::fail(int code, const std::string& why) {
@@ -148,6 +173,12 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
     return fail(PH_EADDR, error);
   }
   for (const auto& s : config_.assume) overlay_->assume({s.lo, s.hi});
+  migration_ = std::make_unique<migration_driver>(
+      config_.name, resource_name_, config_.space_size,
+      migration_driver::node_ops{[this](overlay::packet p) { overlay_->send_unbounded(std::move(p)); },
+                                 [this](Interval s) { release_and_requeue(s); },
+                                 [this](Interval s) { overlay_->assume({s.lo, s.hi}); }});
+  sync_migration_interval();
   for (const auto& peer : config_.peers) {
     if (overlay_->add_port(peer, &error)) {
       overlay_.reset();
@@ -164,6 +195,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
 }
 
 void Node::Impl::deliver(overlay::packet&& p) {
+  if (p.tag == migration::protocol_tag) return migration_->on_packet(p);
   std::lock_guard lock(inbox_mu_);
   inbox_.emplace_back(p.dest, p.source, p.tag, std::move(p.body));
 }
@@ -179,13 +211,17 @@ std::optional<Message> Node::Impl::take(int tag) {
   return m;
 }
 
+// Pending migration steps (pack, unpack) run here too, on the receiving thread, between messages.
 std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline) {
   if (tag < any_tag) return std::nullopt;
   if (auto m = take(tag)) return m;
   if (!running_) return std::nullopt;
   std::optional<Message> got;
-  progress_->drive_until([&] { return (got = take(tag)).has_value(); }, deadline);
-  return got;
+  for (;;) {
+    migration_->run_pending(*progress_);
+    progress_->drive_until([&] { return (got = take(tag)).has_value() || migration_->has_pending(); }, deadline);
+    if (got || !migration_->has_pending()) return got;
+  }
 }
 
 std::error_code Node::Impl::check_send(int tag, std::size_t size, bool null_data) const {
@@ -256,27 +292,140 @@ std::vector<overlay::packet> Node::Impl::take_inbox_packets(const std::function<
   return out;
 }
 
+// While a migration involving this node is under way its interval belongs to the protocol: the application
+// cannot change it underneath (docs/migration.md).
 std::error_code Node::Impl::assume(Interval s) {
   if (!running_) return make_error_code(PH_ESTATE);
   if (s.empty() || s.hi > config_.space_size) return make_error_code(PH_EINVAL);
-  const auto r = progress_->call([&] { return overlay_->assume({s.lo, s.hi}); });
-  return r == overlay::interval_set::result::ok ? std::error_code{} : make_error_code(PH_EOVERLAP);
-}
-
-// Paper 3.3 and API.md "Release": messages for s queued here and not yet received go back into the overlay,
-// to the next node that assumes s.
-std::error_code Node::Impl::release(Interval s) {
-  if (!running_) return make_error_code(PH_ESTATE);
-  if (s.empty() || s.hi > config_.space_size) return make_error_code(PH_EINVAL);
   return progress_->call([&] {
-    if (overlay_->release({s.lo, s.hi}) != overlay::interval_set::result::ok) return make_error_code(PH_ENOTASSUMED);
-    for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); })) overlay_->inject(std::move(p));
+    if (migration_involved()) return make_error_code(PH_ESTATE);
+    if (overlay_->assume({s.lo, s.hi}) != overlay::interval_set::result::ok) return make_error_code(PH_EOVERLAP);
+    sync_migration_interval();
     return std::error_code{};
   });
 }
 
+std::error_code Node::Impl::release(Interval s) {
+  if (!running_) return make_error_code(PH_ESTATE);
+  if (s.empty() || s.hi > config_.space_size) return make_error_code(PH_EINVAL);
+  return progress_->call([&] {
+    if (migration_involved()) return make_error_code(PH_ESTATE);
+    if (!overlay_->assumed().contains({s.lo, s.hi})) return make_error_code(PH_ENOTASSUMED);
+    release_and_requeue(s);
+    sync_migration_interval();
+    return std::error_code{};
+  });
+}
+
+// Paper 3.3 and API.md "Release": messages for s queued here and not yet received go back into the overlay,
+// to the next node that assumes s.
+void Node::Impl::release_and_requeue(Interval s) {
+  overlay_->release({s.lo, s.hi});
+  for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); })) overlay_->inject(std::move(p));
+}
+
+void Node::Impl::sync_migration_interval() {
+  const auto all = overlay_->assumed().intervals();
+  if (all.size() > 1) return migration_->protocol().set_interval(std::nullopt);
+  migration_->protocol().set_interval(all.empty() ? migration::interval{} : migration::interval{all[0].lo, all[0].hi});
+}
+
+bool Node::Impl::migration_involved() const {
+  const auto& p = migration_->protocol();
+  return p.busy() || p.locked();
+}
+
+// --- migration ----------------------------------------------------------------------------------------------
+
+bool Node::Impl::drive_migration(const std::function<bool()>& done, clock::time_point deadline) {
+  for (;;) {
+    migration_->run_pending(*progress_);
+    bool ok = false;
+    progress_->drive_until([&] { return (ok = done()) || migration_->has_pending(); }, deadline);
+    if (ok) return true;
+    if (!migration_->has_pending() && clock::now() >= deadline) return false;
+  }
+}
+
+migration::outcome Node::Impl::one_attempt(const migration::plan& p, clock::time_point deadline) {
+  if (!progress_->call([&] { return migration_->protocol().begin(p); })) return migration::outcome::none;
+  drive_migration([&] { return !migration_->protocol().busy(); }, deadline);
+  return progress_->call([&] {
+    const auto& proto = migration_->protocol();
+    return proto.busy() ? migration::outcome::running : proto.last_outcome();
+  });
+}
+
+// Waits a random time around `backoff` (driving the node meanwhile: it may be the other end of someone else's
+// attempt), then doubles it.
+void Node::Impl::back_off(std::chrono::milliseconds& backoff, clock::time_point deadline) {
+  std::uniform_int_distribution<long> jitter(backoff.count() / 2, backoff.count() * 3 / 2);
+  const auto until = std::min(deadline, clock::now() + std::chrono::milliseconds(jitter(backoff_rng_)));
+  drive_migration([] { return false; }, until);
+  backoff = std::min(backoff * 2, std::chrono::duration_cast<std::chrono::milliseconds>(backoff_last));
+}
+
+std::error_code Node::Impl::join(std::chrono::milliseconds timeout) {
+  if (!running_) return make_error_code(PH_ESTATE);
+  const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+  auto current = [&] { return progress_->call([&] { return migration_->protocol().current(); }); };
+  if (const auto i = current(); !i || !i->empty()) return make_error_code(PH_ESTATE);
+  std::chrono::milliseconds backoff = backoff_first;
+  for (;;) {
+    const auto o = one_attempt({migration::plan::action::take_half, migration::side::any, 0}, deadline);
+    if (const auto i = current(); i && !i->empty()) return {};
+    if (o == migration::outcome::running || clock::now() >= deadline) return make_error_code(PH_ETIMEDOUT);
+    back_off(backoff, deadline);
+  }
+}
+
+std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
+  if (!running_) return make_error_code(PH_ESTATE);
+  const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+  auto current = [&] { return progress_->call([&] { return migration_->protocol().current(); }); };
+  auto i = current();
+  if (!i) return make_error_code(PH_ESTATE);
+  if (i->empty()) return {};
+  if (i->lo == 0 && i->hi == config_.space_size) return make_error_code(PH_ESTATE);
+  migration::side side = i->lo > 0 ? migration::side::below : migration::side::above;
+  std::chrono::milliseconds backoff = backoff_first;
+  for (;;) {
+    const auto o = one_attempt({migration::plan::action::give_all, side, 0}, deadline);
+    i = current();
+    if (!i || i->empty()) return {};
+    if (o == migration::outcome::running || clock::now() >= deadline) return make_error_code(PH_ETIMEDOUT);
+    // Alternate between the two neighbours while both exist: one of them may be busy for a while.
+    const auto other = side == migration::side::below ? migration::side::above : migration::side::below;
+    if ((other == migration::side::below && i->lo > 0) || (other == migration::side::above && i->hi < config_.space_size))
+      side = other;
+    back_off(backoff, deadline);
+  }
+}
+
+std::error_code Node::Impl::migrate(const migration::plan& p, std::chrono::milliseconds timeout) {
+  if (!running_) return make_error_code(PH_ESTATE);
+  const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+  switch (one_attempt(p, deadline)) {
+    case migration::outcome::none: return make_error_code(PH_ESTATE);
+    case migration::outcome::running: return make_error_code(PH_ETIMEDOUT);
+    case migration::outcome::moved: return {};
+    default: return make_error_code(PH_EBUSY);
+  }
+}
+
+int Node::Impl::poll() {
+  if (!running_) return PH_ESTATE;
+  int ran = migration_->run_pending(*progress_);
+  progress_->drive_until([] { return false; }, clock::now());
+  return ran + migration_->run_pending(*progress_);
+}
+
 std::error_code Node::Impl::finalize(const char* log_out) {
-  if (!running_.exchange(false)) return make_error_code(PH_ESTATE);
+  if (!running_) return make_error_code(PH_ESTATE);
+  // A migration this node takes part in ends first (both its ends hold locks the other waits on).
+  if (!drive_migration([&] { return !migration_involved(); }, clock::now() + migration_settle_timeout))
+    logger()->warn("{}: finalizing in the middle of a migration", config_.name);
+  running_ = false;
   progress_->call([&] {
     drain_outbox();  // what ph_send accepted goes out before the links drain
     overlay_->begin_shutdown();
@@ -288,7 +437,13 @@ std::error_code Node::Impl::finalize(const char* log_out) {
   progress_->stop_background();
 
   auto undelivered = take_inbox_packets([](vp_t) { return true; });
-  for (auto& p : overlay_->take_undelivered()) undelivered.push_back(std::move(p));
+  for (auto& p : overlay_->take_undelivered()) {
+    // Replies to this incarnation's own migration attempts die with it; a query to a virtual node is kept,
+    // for whoever assumes it next (its sender waits for an answer).
+    if (p.tag == migration::protocol_tag && p.dest == resource_name_) continue;
+    undelivered.push_back(std::move(p));
+  }
+  migration_.reset();
   overlay_.reset();
   progress_.reset();
   std::error_code result;
@@ -340,6 +495,23 @@ std::optional<Message> Node::try_recv(int tag) {
 }
 std::optional<Message> Node::recv_for(int tag, std::chrono::milliseconds timeout) {
   return impl_->receive(tag, clock::now() + std::max(timeout, std::chrono::milliseconds(0)));
+}
+
+std::error_code Node::set_state_handlers(PackFn pack, UnpackFn unpack) {
+  if (!pack || !unpack) return make_error_code(PH_EINVAL);
+  if (!impl_->running_) return make_error_code(PH_ESTATE);
+  impl_->progress_->call([&] { impl_->migration_->set_handlers(std::move(pack), std::move(unpack)); });
+  return {};
+}
+std::error_code Node::join(std::chrono::milliseconds timeout) { return impl_->join(timeout); }
+std::error_code Node::leave(std::chrono::milliseconds timeout) { return impl_->leave(timeout); }
+int Node::poll() { return impl_->poll(); }
+std::error_code Node::migrate(MigrationAction action, Side side, vp_t count, std::chrono::milliseconds timeout) {
+  migration::plan p;
+  p.what = static_cast<migration::plan::action>(action);
+  p.where = side == Side::below ? migration::side::below : migration::side::above;
+  p.count = count;
+  return impl_->migrate(p, timeout);
 }
 
 std::error_code Node::assume(Interval s) { return impl_->assume(s); }

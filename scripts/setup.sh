@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev                           # libFuzzer harnesses and sanitizer runtimes
   openmpi-bin libopenmpi-dev                         # the Open MPI anchor of the benchmarks
   iproute2                                           # `ss -K` to cut live connections in tests
+  spin                                               # model checking the migration protocol (spin-models/)
 )
 
 missing=()

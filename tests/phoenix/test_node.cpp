@@ -13,6 +13,7 @@
 #include "overlay/address.hpp"
 #include "overlay/frame.hpp"
 #include "overlay/log.hpp"
+#include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace std::chrono_literals;
@@ -24,17 +25,11 @@ namespace {
 constexpr std::uint64_t L = 1000;
 
 phoenix::Config base_config(const std::string& name, const std::string& key) {
-  phoenix::Config c;
-  c.name = name;
-  c.space_size = L;
-  c.cluster_key_file = key;
-  c.retry_interval_ms = 50;
-  return c;
+  return phoenix::test::node_config(name, key, L);
 }
 
-std::string payload_of(const phoenix::Message& m) {
-  return std::string(reinterpret_cast<const char*>(m.data()), m.size());
-}
+using phoenix::test::payload_of;
+using phoenix::test::wait_for;
 
 // Sends text to v and asserts it arrives at `at`, within a deadline.
 void expect_delivery(Node& from, Node& at, std::uint64_t v, const std::string& text) {
@@ -59,15 +54,6 @@ struct log_capture {
     return false;
   }
 };
-
-bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds limit = 5s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return cond();
-}
 
 // Two nodes with one cluster key, b linked to a.
 struct two_nodes {

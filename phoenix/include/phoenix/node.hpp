@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -134,6 +135,33 @@ class PH_API Node {
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
   std::vector<Interval> assumed() const;
+
+  // migration (paper 3.5-3.6; docs/migration.md). A node taking part assumes one interval or none.
+  // pack returns the application state of the virtual nodes leaving this node, nullopt if it cannot (the
+  // interval then stays here); unpack takes the state of those arriving, false if it cannot (logged). They run
+  // on an application thread inside recv, try_recv, recv_for, poll, join or leave, never concurrently with
+  // each other. Set them before migrating; without them no application state moves.
+  using PackFn = std::function<std::optional<Bytes>(Interval)>;
+  using UnpackFn = std::function<bool(Interval, std::span<const std::byte>)>;
+  std::error_code set_state_handlers(PackFn pack, UnpackFn unpack);
+  // Obtains an interval: the upper half of the interval of whoever assumes a random virtual node, with its
+  // state. The node must assume nothing. PH_ETIMEDOUT if no attempt succeeded in time (one may still be
+  // outstanding and complete later: assumed() tells).
+  std::error_code join(std::chrono::milliseconds timeout);
+  // Hands everything this node assumes, with its state, to the node below or above it; afterwards it assumes
+  // nothing and may finalize. PH_ESTATE if it assumes all of [0, L) (nobody to give to).
+  std::error_code leave(std::chrono::milliseconds timeout);
+  // Runs pending migration steps (pack, unpack) and gives the network one non-blocking turn; returns how many
+  // steps ran.
+  int poll();
+  // One attempt of the protocol with an explicit plan (rebalancing): take `count` virtual nodes from the
+  // neighbour on `side`, or give it `count` of this node's (all of them for give_all). {} if something moved,
+  // PH_EBUSY if the attempt ended without moving anything (a lock was taken, the intervals changed, or there was
+  // nothing to move), PH_ESTATE if it could not start (another attempt is outstanding, the side lies outside
+  // [0, L), the node assumes several intervals), PH_ETIMEDOUT if it is still running at the timeout.
+  enum class MigrationAction { take_half, take, give_all, give };
+  enum class Side { below, above };
+  std::error_code migrate(MigrationAction action, Side side, vp_t count, std::chrono::milliseconds timeout);
 
   // introspection
   RoutingSnapshot routing_snapshot() const;

@@ -42,6 +42,7 @@ typedef struct ph_msg ph_msg_t;              /* opaque; the caller frees it with
 #define PH_ETIMEDOUT (-10)   /* a timed call ran out of time                                       */
 #define PH_EKEY (-11)        /* the cluster key file is missing or unreadable                      */
 #define PH_ENOTSUP (-12)     /* not supported by this build (e.g. an address scheme)               */
+#define PH_EBUSY (-13)       /* a migration attempt ended without moving anything (lock taken, ...)  */
 
 /* lifecycle (paper 3.3) */
 PH_API int ph_initialize(const char *port, const char *log_in);
@@ -67,6 +68,18 @@ PH_API void ph_msg_free(ph_msg_t *m);
 PH_API int ph_assume(ph_vps_t s);
 PH_API int ph_release(ph_vps_t s);
 PH_API int ph_assumed(ph_vps_t *out, size_t max);
+
+/* migration (paper 3.5-3.6): intervals move between adjacent nodes with the application's state.
+ * pack stores in *data a buffer from malloc() holding the state of s (phoenix frees it) and returns 0, or
+ * non-zero if it cannot (s then stays here). unpack returns 0, or non-zero if it cannot (logged). Both run on
+ * an application thread inside ph_recv*, ph_poll, ph_join or ph_leave, never concurrently with each other.
+ * ph_assume and ph_release return PH_ESTATE while a migration involving this node is under way. */
+typedef int (*ph_pack_fn)(ph_vps_t s, void **data, size_t *len, void *ctx);
+typedef int (*ph_unpack_fn)(ph_vps_t s, const void *data, size_t len, void *ctx);
+PH_API int ph_set_state_handlers(ph_pack_fn pack, ph_unpack_fn unpack, void *ctx);
+PH_API int ph_join(int timeout_ms);  /* take half the interval of the owner of a random vnode       */
+PH_API int ph_leave(int timeout_ms); /* hand every assumed vnode, with state, to adjacent nodes     */
+PH_API int ph_poll(void);            /* run pending migration steps; returns how many ran           */
 
 PH_API const char *ph_strerror(int code);
 

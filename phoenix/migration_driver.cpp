@@ -1,0 +1,247 @@
+#include "phoenix/migration_driver.hpp"
+
+#include <openssl/rand.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "phoenix/log.hpp"
+#include "phoenix/progress.hpp"
+
+namespace phoenix {
+
+using migration::interval;
+using migration::kind;
+using migration::message;
+
+namespace {
+std::uint64_t random_seed() {
+  std::uint64_t s = 0;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(&s), sizeof s) != 1) s = std::random_device{}();
+  return s;
+}
+Interval to_api(interval i) { return {i.lo, i.hi}; }
+}  // namespace
+
+migration_driver::migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops)
+    : name_(std::move(name)),
+      ops_(std::move(ops)),
+      protocol_(self, space_size, *this),
+      rng_(random_seed()),
+      space_size_(space_size) {}
+
+void migration_driver::set_handlers(Node::PackFn pack, Node::UnpackFn unpack) {
+  pack_ = std::move(pack);
+  unpack_ = std::move(unpack);
+}
+
+// --- sending ------------------------------------------------------------------------------------------------
+
+void migration_driver::send_message(vp_t dest, const message& m) {
+  overlay::packet p;
+  p.dest = dest;
+  p.tag = migration::protocol_tag;
+  p.body = migration::encode(m);
+  ops_.send(std::move(p));
+}
+
+void migration_driver::send_to_vnode(vp_t v, const message& m) { send_message(v, m); }
+void migration_driver::send_to_node(vp_t node, const message& m) { send_message(node, m); }
+
+vp_t migration_driver::random_vnode() { return std::uniform_int_distribution<vp_t>(0, space_size_ - 1)(rng_); }
+
+// --- the giver ----------------------------------------------------------------------------------------------
+
+void migration_driver::give(interval t, vp_t taker) {
+  if (!pack_) return give_now(t, taker);
+  std::lock_guard lock(steps_mu_);
+  steps_.push_back({step_kind::give, t, taker});
+}
+
+void migration_driver::give_now(interval t, vp_t taker) {
+  ops_.release(to_api(t));
+  protocol_.released(t);
+  start_stream(t, taker, {});
+}
+
+void migration_driver::start_stream(interval t, vp_t taker, Bytes state) {
+  message begin;
+  begin.what = kind::state_begin;
+  begin.from = protocol_.self();
+  begin.span = t;
+  begin.number = state.size();
+  send_message(taker, begin);
+  logger()->info("{}: giving [{}, {}) with {} bytes of state to {:x}", name_, t.lo, t.hi, state.size(), taker);
+  out_ = outgoing{t, taker, std::move(state), 0, 0};
+  pump();
+}
+
+// Sends chunks while fewer than window_chunks are unacknowledged.
+void migration_driver::pump() {
+  if (!out_) return;
+  const std::uint64_t chunks = (out_->state.size() + chunk_bytes - 1) / chunk_bytes;
+  while (out_->next < chunks && out_->next - out_->acked < window_chunks) {
+    const std::uint64_t offset = out_->next * chunk_bytes;
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, out_->state.size() - offset));
+    message m;
+    m.what = kind::state_chunk;
+    m.from = protocol_.self();
+    m.span = out_->what;
+    m.number = out_->next;
+    m.chunk = copy_bytes(std::span(out_->state).subspan(offset, n));
+    send_message(out_->taker, m);
+    ++out_->next;
+  }
+  if (out_->acked == chunks) out_.reset();  // all of it arrived; the taker's done frees the lock
+}
+
+void migration_driver::on_state_ack(const message& m) {
+  if (!out_ || m.from != out_->taker || m.span != out_->what) return;
+  out_->acked = std::max(out_->acked, m.number + 1);
+  pump();
+}
+
+// --- the taker ----------------------------------------------------------------------------------------------
+
+void migration_driver::expect(interval t, vp_t giver) {
+  logger()->debug("{}: expecting [{}, {}) from {:x}", name_, t.lo, t.hi, giver);
+}
+
+void migration_driver::on_state_begin(const message& m) {
+  const bool locked_for_it =
+      protocol_.locked() && (protocol_.holder() == m.from || protocol_.holder() == protocol_.self());
+  if (in_ || !locked_for_it) {
+    logger()->error("{}: state for [{}, {}) from {:x} not expected here; ignored", name_, m.span.lo, m.span.hi,
+                    m.from);
+    return;
+  }
+  if (m.number == migration::declined_length) {
+    logger()->warn("{}: {:x} could not pack the state of [{}, {}); nothing moves", name_, m.from, m.span.lo,
+                   m.span.hi);
+    protocol_.declined(m.span, m.from);
+    return;
+  }
+  in_ = incoming{m.span, m.from, m.number, 0, Bytes(m.number)};
+  if (m.number == 0) finish_arrival(false);
+}
+
+void migration_driver::on_state_chunk(const message& m) {
+  if (!in_ || m.from != in_->giver || m.span != in_->what) return;
+  const std::uint64_t offset = m.number * chunk_bytes;
+  if (offset + m.chunk.size() > in_->length ||
+      (m.chunk.size() != chunk_bytes && offset + m.chunk.size() != in_->length)) {
+    logger()->error("{}: state chunk {} from {:x} does not fit a state of {} bytes; ignored", name_, m.number,
+                    m.from, in_->length);
+    return;
+  }
+  std::memcpy(in_->state.data() + offset, m.chunk.data(), m.chunk.size());
+  in_->received += m.chunk.size();
+  message ack;
+  ack.what = kind::state_ack;
+  ack.from = protocol_.self();
+  ack.span = in_->what;
+  ack.number = m.number;
+  send_message(in_->giver, ack);
+  if (in_->received == in_->length) finish_arrival(false);
+}
+
+// All of the state is here: check the paper's assertion, then unpack (on an application thread, if there are
+// handlers) and assume.
+void migration_driver::finish_arrival(bool unpacked) {
+  if (!protocol_.acceptable(in_->what)) {
+    assertion_failed_ = true;
+    logger()->critical("{}: migration assertion failed: [{}, {}) is not adjacent to this node's interval",
+                       name_, in_->what.lo, in_->what.hi);
+#ifndef NDEBUG
+    std::abort();
+#endif
+  }
+  if (unpack_ && !unpacked) {
+    arrival_ready_ = true;
+    std::lock_guard lock(steps_mu_);
+    steps_.push_back({step_kind::arrive, in_->what, in_->giver});
+    return;
+  }
+  const incoming done = std::move(*in_);
+  in_.reset();
+  arrival_ready_ = false;
+  if (protocol_.arrived(done.what, done.giver)) {
+    ops_.assume(to_api(done.what));
+    logger()->info("{}: assumed [{}, {}) from {:x} with {} bytes of state", name_, done.what.lo, done.what.hi,
+                   done.giver, done.length);
+  }
+}
+
+// --- dispatch -----------------------------------------------------------------------------------------------
+
+void migration_driver::on_packet(const overlay::packet& p) {
+  const auto m = migration::decode(p.body);
+  if (!m) {
+    logger()->error("{}: malformed migration message from {:x}; ignored", name_, p.source);
+    return;
+  }
+  switch (m->what) {
+    case kind::state_begin:
+      return on_state_begin(*m);
+    case kind::state_chunk:
+      return on_state_chunk(*m);
+    case kind::state_ack:
+      return on_state_ack(*m);
+    default:
+      return protocol_.on_message(*m);
+  }
+}
+
+// --- application steps --------------------------------------------------------------------------------------
+
+bool migration_driver::has_pending() const {
+  std::lock_guard lock(steps_mu_);
+  return !steps_.empty();
+}
+
+int migration_driver::run_pending(progress_engine& progress) {
+  int ran = 0;
+  for (;;) {
+    step s;
+    {
+      std::lock_guard lock(steps_mu_);
+      if (steps_.empty()) return ran;
+      s = steps_.front();
+      steps_.pop_front();
+    }
+    ++ran;
+    if (s.what == step_kind::give) {
+      // Release first, so that no message for the interval reaches the application while it packs.
+      progress.call([&] {
+        ops_.release(to_api(s.span));
+        protocol_.released(s.span);
+      });
+      std::optional<Bytes> state = pack_(to_api(s.span));
+      progress.call([&] {
+        if (state) return start_stream(s.span, s.partner, std::move(*state));
+        logger()->error("{}: pack failed for [{}, {}); the interval stays here", name_, s.span.lo, s.span.hi);
+        ops_.assume(to_api(s.span));
+        protocol_.decline(s.span);
+        message declined;
+        declined.what = kind::state_begin;
+        declined.from = protocol_.self();
+        declined.span = s.span;
+        declined.number = migration::declined_length;
+        send_message(s.partner, declined);
+      });
+    } else {
+      // in_ stays put until finish_arrival: the protocol's lock keeps every other transfer away from it.
+      const Bytes* state = nullptr;
+      progress.call([&] { state = in_ && arrival_ready_ ? &in_->state : nullptr; });
+      if (!state) continue;
+      if (!unpack_(to_api(s.span), std::span<const std::byte>(*state))) {
+        logger()->error("{}: unpack failed for [{}, {}); assuming it anyway (the state is the application's)",
+                        name_, s.span.lo, s.span.hi);
+      }
+      progress.call([&] { finish_arrival(true); });
+    }
+  }
+}
+
+}  // namespace phoenix

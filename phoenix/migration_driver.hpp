@@ -1,0 +1,114 @@
+// migration_driver.hpp — hosts a node's migration protocol (migration/lock_protocol.hpp) in the runtime.
+//
+// The protocol runs on the node's I/O context: migration messages arrive as overlay packets with the reserved
+// tag and go out the same way. What needs the application — `pack` on the giver, `unpack` on the taker — is
+// queued as a pending step and run on an application thread inside a receive call, ph_poll, ph_join or
+// ph_leave (API.md: state handlers never run concurrently with the application's handling of a message).
+// Without state handlers there is nothing of the application's to run, and the steps run on the I/O context.
+//
+// The state streams in chunks of `chunk_bytes`, at most `window_chunks` unacknowledged, so a state of hundreds
+// of MiB neither fills a link's window nor delays other traffic by more than a few chunks, and the taker
+// gathers it while its application goes on (docs/migration.md, "The transfer").
+//
+// Threads: everything but run_pending() must be called holding the node's progress token.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <phoenix/node.hpp>
+#include <random>
+#include <string>
+
+#include "migration/lock_protocol.hpp"
+#include "overlay/packet.hpp"
+
+namespace phoenix {
+
+class progress_engine;
+
+class migration_driver final : public migration::lock_protocol::host {
+ public:
+  static constexpr std::size_t chunk_bytes = 1u << 20;
+  static constexpr std::uint64_t window_chunks = 8;
+
+  // What the driver does to its node; each is called holding the progress token.
+  struct node_ops {
+    std::function<void(overlay::packet)> send;  // a runtime packet, past the bound on waiting bytes
+    std::function<void(Interval)> release;      // ph_release: queued messages for it go back to the overlay
+    std::function<void(Interval)> assume;       // ph_assume
+  };
+
+  migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops);
+
+  migration::lock_protocol& protocol() { return protocol_; }
+  void on_packet(const overlay::packet& p);  // a packet with migration::protocol_tag, delivered here
+
+  // Set before migrating; without them no application state moves.
+  void set_handlers(Node::PackFn pack, Node::UnpackFn unpack);
+
+  bool has_pending() const;
+  // Runs the pending pack and unpack steps on the calling (application) thread, taking the token in between;
+  // returns how many ran.
+  int run_pending(progress_engine& progress);
+
+  // Debug builds and tests: the paper's assertion failed somewhere on this node (never expected).
+  bool assertion_failed() const { return assertion_failed_; }
+
+  // lock_protocol::host
+  void send_to_vnode(vp_t v, const migration::message& m) override;
+  void send_to_node(vp_t node, const migration::message& m) override;
+  void give(migration::interval t, vp_t taker) override;
+  void expect(migration::interval t, vp_t giver) override;
+  vp_t random_vnode() override;
+
+ private:
+  struct outgoing {
+    migration::interval what;
+    vp_t taker = 0;
+    Bytes state;
+    std::uint64_t next = 0;   // next chunk to send
+    std::uint64_t acked = 0;  // chunks acknowledged
+  };
+  struct incoming {
+    migration::interval what;
+    vp_t giver = 0;
+    std::uint64_t length = 0;
+    std::uint64_t received = 0;
+    Bytes state;
+  };
+  enum class step_kind { give, arrive };
+  struct step {
+    step_kind what;
+    migration::interval span;
+    vp_t partner = 0;
+  };
+
+  void send_message(vp_t dest, const migration::message& m);
+  void start_stream(migration::interval t, vp_t taker, Bytes state);
+  void pump();
+  void on_state_begin(const migration::message& m);
+  void on_state_chunk(const migration::message& m);
+  void on_state_ack(const migration::message& m);
+  void finish_arrival(bool unpacked_ok);
+  void give_now(migration::interval t, vp_t taker);  // without state handlers
+
+  std::string name_;
+  node_ops ops_;
+  migration::lock_protocol protocol_;
+  std::mt19937_64 rng_;
+  vp_t space_size_;
+
+  Node::PackFn pack_;
+  Node::UnpackFn unpack_;
+  std::optional<outgoing> out_;
+  std::optional<incoming> in_;
+  bool arrival_ready_ = false;  // in_ is complete and waits for its unpack step
+
+  mutable std::mutex steps_mu_;  // steps_ is filled on the I/O context and drained by application threads
+  std::deque<step> steps_;
+  bool assertion_failed_ = false;
+};
+
+}  // namespace phoenix
