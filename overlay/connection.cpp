@@ -89,6 +89,8 @@ bool connection::dispatch(frame_view& f) {
     case frame_type::route_update:
     case frame_type::route_request:
     case frame_type::goodbye:
+    case frame_type::leaving:
+    case frame_type::leaving_ack:
       owner_.on_control(*this, f.header.type, f.payload);
       return state_ != state::closed;
     case frame_type::refuse:

@@ -15,6 +15,8 @@ bool is_known_frame_type(std::uint8_t t) {
     case frame_type::route_update:
     case frame_type::route_request:
     case frame_type::goodbye:
+    case frame_type::leaving:
+    case frame_type::leaving_ack:
       return true;
   }
   return false;
@@ -30,6 +32,8 @@ const char* to_string(frame_type t) {
     case frame_type::route_update: return "route_update";
     case frame_type::route_request: return "route_request";
     case frame_type::goodbye: return "goodbye";
+    case frame_type::leaving: return "leaving";
+    case frame_type::leaving_ack: return "leaving_ack";
   }
   return "unknown";
 }

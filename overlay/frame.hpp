@@ -46,6 +46,8 @@ enum class frame_type : std::uint8_t {
   route_update = 18,
   route_request = 19,
   goodbye = 20,
+  leaving = 21,      // the sender is finalizing: route nothing more through it (empty payload)
+  leaving_ack = 22,  // answer to leaving: nothing more will follow on this link for the leaver (empty)
 };
 bool is_known_frame_type(std::uint8_t t);
 const char* to_string(frame_type t);

@@ -227,7 +227,9 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   c->attach(&nb.session);
   nb.session.resume(c->peer_resume_ack());
   logger()->info("{}: link up to {} ({}) via {}", config_.name, nb.name, peer, c->remote());
-  table_.neighbour_up(peer, clock::now());  // makes a full dump due at once: the new neighbour gets the table
+  // A neighbour that is leaving carries nothing new; a link that comes up while this node leaves is told so.
+  if (!nb.leaving) table_.neighbour_up(peer, clock::now());  // a full dump is due at once: it gets the table
+  if (shutting_down_) c->send_control(make_control_frame(frame_type::leaving, {}));
   c->kick();  // resend what the peer did not acknowledge, before anything new
   routing_changed();
 }
@@ -311,6 +313,11 @@ void overlay::drop(connection& c, const std::string& reason) {
   on_connection_down(self, reason);
 }
 
+bool overlay::is_leaving(node_id peer) const {
+  const auto it = neighbours_.find(peer);
+  return it != neighbours_.end() && it->second->leaving;
+}
+
 void overlay::on_freed(connection&, std::uint64_t bytes) { account(-static_cast<std::int64_t>(bytes)); }
 
 void overlay::on_control(connection& c, frame_type type, std::span<const std::byte> payload) {
@@ -320,6 +327,7 @@ void overlay::on_control(connection& c, frame_type type, std::span<const std::by
     case frame_type::route_update: {
       const auto u = decode_update(payload, &error);
       if (!u) return drop(c, "protocol error: bad routing update: " + error);
+      if (is_leaving(c.peer())) return;  // routes through a leaving neighbour are gone for good
       table_.on_update(c.peer(), *u, now);
       break;
     }
@@ -336,6 +344,23 @@ void overlay::on_control(connection& c, frame_type type, std::span<const std::by
       if (!ack || it == neighbours_.end()) return drop(c, "protocol error: bad goodbye");
       if (const auto freed = it->second->session.on_ack(*ack)) account(-static_cast<std::int64_t>(*freed));
       it->second->said_goodbye = true;
+      return;
+    }
+    case frame_type::leaving: {
+      // Route nothing more through the leaver; what was queued for it but never sent goes another way (or
+      // waits). What it was sent stays in the session: it acknowledges that as usual before it closes.
+      const auto it = neighbours_.find(c.peer());
+      if (it == neighbours_.end()) return drop(c, "protocol error: leaving from an unknown neighbour");
+      it->second->leaving = true;
+      table_.neighbour_down(c.peer(), now);
+      for (auto& p : it->second->session.take_unsent()) route(std::move(p));
+      c.send_control(make_control_frame(frame_type::leaving_ack, {}));
+      break;
+    }
+    case frame_type::leaving_ack: {
+      const auto it = neighbours_.find(c.peer());
+      if (it == neighbours_.end() || !shutting_down_) return drop(c, "protocol error: unexpected leaving_ack");
+      it->second->acked_leaving = true;
       return;
     }
     default:
@@ -503,11 +528,16 @@ void overlay::begin_shutdown() {
     acceptor_->close(ignored);
   }
   for (auto& d : dialers_) d->timer->cancel();
+  for (auto& [id, nb] : neighbours_)
+    if (nb->conn && nb->conn->is_up()) nb->conn->send_control(make_control_frame(frame_type::leaving, {}));
 }
 
 bool overlay::is_drained() const {
-  for (const auto& [id, nb] : neighbours_)
-    if (nb->conn && nb->conn->is_up() && !nb->session.is_idle()) return false;
+  if (!waiting_.empty()) return false;
+  for (const auto& [id, nb] : neighbours_) {
+    if (!nb->conn || !nb->conn->is_up()) continue;
+    if (!nb->acked_leaving || !nb->session.is_idle()) return false;
+  }
   return true;
 }
 

@@ -102,10 +102,13 @@ class overlay final : public connection_owner {
   bool assumes(std::uint64_t vnode) const { return own_.contains(vnode); }
   const interval_set& assumed() const { return own_; }
 
-  // Leaving: stop dialling and accepting, then say goodbye to every neighbour once everything sent was
-  // acknowledged (the caller waits for is_drained() with a deadline), then close.
+  // Leaving: stop dialling and accepting and tell every neighbour `leaving`; each stops routing through this
+  // node, re-routes what it had not yet sent here, and answers `leaving_ack`, after which nothing more arrives
+  // from it. Once every neighbour answered and everything this node holds was forwarded and acknowledged
+  // (the caller waits for is_drained() with a deadline), say goodbye to every neighbour and close. So a
+  // finalizing node drops nothing it was forwarding for others (docs/overlay.md, "Leaving").
   void begin_shutdown();
-  bool is_drained() const;  // every neighbour acknowledged everything
+  bool is_drained() const;  // every neighbour answered leaving; nothing waits; everything was acknowledged
   void say_goodbye_and_close();
   bool is_quiet() const;    // nothing left to write on any link
   std::vector<packet> take_undelivered();  // waiting packets and any still unacknowledged by a neighbour
@@ -132,12 +135,15 @@ class overlay final : public connection_owner {
   void on_control(connection& c, frame_type type, std::span<const std::byte> payload) override;
 
  private:
+  bool is_leaving(node_id peer) const;
   struct neighbour {
     explicit neighbour(std::uint64_t window_bytes) : session(window_bytes) {}
     link_session session;
     std::shared_ptr<connection> conn;
     std::string name;
     bool said_goodbye = false;
+    bool leaving = false;       // it told us it is finalizing: not a next hop any more
+    bool acked_leaving = false;  // we are finalizing, and it answered
   };
   struct dialer {
     address target;

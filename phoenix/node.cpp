@@ -58,6 +58,7 @@ std::optional<spdlog::level::level_enum> parse_level(const std::string& s) {
 
 class Node::Impl {
  public:
+  using OwnershipObserver = Node::OwnershipObserver;
   explicit Impl(ConfigResult r) : config_(std::move(r.config)), config_error_(std::move(r.error)) {}
 
   std::error_code initialize(std::string_view port, const char* log_in);
@@ -86,6 +87,7 @@ class Node::Impl {
   std::unique_ptr<progress_engine> progress_;
   std::unique_ptr<overlay::overlay> overlay_;
   std::unique_ptr<migration_driver> migration_;
+  OwnershipObserver observer_;
 
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;
@@ -102,6 +104,7 @@ class Node::Impl {
   overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
   std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
   void release_and_requeue(Interval s);  // holding the token
+  bool assume_now(Interval s);           // holding the token; false if it overlaps
   void sync_migration_interval();         // holding the token: the protocol learns what the node assumes
   bool migration_involved() const;        // holding the token: an attempt or a lock is under way
   // Drives the node and runs pending migration steps until done() (evaluated holding the token) or the
@@ -172,12 +175,12 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
     progress_.reset();
     return fail(PH_EADDR, error);
   }
-  for (const auto& s : config_.assume) overlay_->assume({s.lo, s.hi});
+  for (const auto& s : config_.assume) assume_now(s);
   migration_ = std::make_unique<migration_driver>(
       config_.name, resource_name_, config_.space_size,
       migration_driver::node_ops{[this](overlay::packet p) { overlay_->send_unbounded(std::move(p)); },
                                  [this](Interval s) { release_and_requeue(s); },
-                                 [this](Interval s) { overlay_->assume({s.lo, s.hi}); }});
+                                 [this](Interval s) { assume_now(s); }});
   sync_migration_interval();
   for (const auto& peer : config_.peers) {
     if (overlay_->add_port(peer, &error)) {
@@ -299,7 +302,7 @@ std::error_code Node::Impl::assume(Interval s) {
   if (s.empty() || s.hi > config_.space_size) return make_error_code(PH_EINVAL);
   return progress_->call([&] {
     if (migration_involved()) return make_error_code(PH_ESTATE);
-    if (overlay_->assume({s.lo, s.hi}) != overlay::interval_set::result::ok) return make_error_code(PH_EOVERLAP);
+    if (!assume_now(s)) return make_error_code(PH_EOVERLAP);
     sync_migration_interval();
     return std::error_code{};
   });
@@ -320,8 +323,14 @@ std::error_code Node::Impl::release(Interval s) {
 // Paper 3.3 and API.md "Release": messages for s queued here and not yet received go back into the overlay,
 // to the next node that assumes s.
 void Node::Impl::release_and_requeue(Interval s) {
-  overlay_->release({s.lo, s.hi});
+  if (overlay_->release({s.lo, s.hi}) == overlay::interval_set::result::ok && observer_) observer_(false, s);
   for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); })) overlay_->inject(std::move(p));
+}
+
+bool Node::Impl::assume_now(Interval s) {
+  if (overlay_->assume({s.lo, s.hi}) != overlay::interval_set::result::ok) return false;
+  if (observer_) observer_(true, s);
+  return true;
 }
 
 void Node::Impl::sync_migration_interval() {
@@ -512,6 +521,14 @@ std::error_code Node::migrate(MigrationAction action, Side side, vp_t count, std
   p.where = side == Side::below ? migration::side::below : migration::side::above;
   p.count = count;
   return impl_->migrate(p, timeout);
+}
+
+void Node::set_ownership_observer(OwnershipObserver f) {
+  if (!impl_->running_) {
+    impl_->observer_ = std::move(f);
+    return;
+  }
+  impl_->progress_->call([&] { impl_->observer_ = std::move(f); });
 }
 
 std::error_code Node::assume(Interval s) { return impl_->assume(s); }

@@ -264,15 +264,15 @@ TEST_CASE("handshake: protocol version mismatch is refused on both sides, naming
   REQUIRE(by_b.has_value());
   CHECK(by_a->reason == refuse_reason::version);
   CHECK(by_b->reason == refuse_reason::version);
-  CHECK(by_a->text == "received protocol version 3, refusing node speaks 1");
-  CHECK(by_b->text == "received protocol version 1, refusing node speaks 3");
+  CHECK(by_a->text == "received protocol version 3, refusing node speaks 2");
+  CHECK(by_b->text == "received protocol version 2, refusing node speaks 3");
 }
 
 TEST_CASE("handshake: the version is checked before the rest of the HELLO is parsed") {
   // A future version may lay out its HELLO differently; it must hear "version", not "malformed".
   handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
-  const std::vector<std::byte> v2_only{std::byte{2}, std::byte{0}, std::byte{0xFF}};
-  const auto refused = a.on_hello(v2_only);
+  const std::vector<std::byte> next_only{std::byte{protocol_version + 1}, std::byte{0}, std::byte{0xFF}};
+  const auto refused = a.on_hello(next_only);
   REQUIRE(refused.has_value());
   CHECK(refused->reason == refuse_reason::version);
 }
@@ -416,7 +416,7 @@ TEST_CASE("handshake: the MAC changes if any covered field changes") {
 
   auto differs = [&](auth_fields f) { return auth_mac(key_a, f) != reference; };
   auth_fields f = base;
-  f.version = 2;
+  f.version = protocol_version + 1;
   CHECK(differs(f));
   f = base;
   f.space_size += 1;

@@ -13,6 +13,7 @@
 #include "overlay/address.hpp"
 #include "overlay/frame.hpp"
 #include "overlay/log.hpp"
+#include "phoenix/message_log.hpp"
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -301,4 +302,49 @@ TEST_CASE("node: a peer sending garbage, a truncated frame or an oversized frame
   expect_delivery(t.b, t.a, 2, "after");
   expect_delivery(t.a, t.b, 600, "and back");
   phoenix::overlay::logger()->set_level(spdlog::level::warn);
+}
+
+TEST_CASE("node: a relay that finalizes while traffic crosses it drops nothing; the traffic waits for a new path") {
+  phoenix::test::temp_dir dir;
+  const auto key = dir.make_key();
+  Node a(base_config("a", key)), relay(base_config("relay", key)), b(base_config("b", key));
+  REQUIRE_FALSE(relay.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(a.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(b.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(a.add_port(relay.local_port()));
+  REQUIRE_FALSE(b.add_port(relay.local_port()));
+  REQUIRE_FALSE(b.assume({500, 1000}));
+  expect_delivery(a, b, 900, "through the relay");
+
+  // Messages stream from a to b through the relay while it finalizes; its log must hold none of them.
+  constexpr int n = 3000;
+  std::thread sender([&] {
+    for (int i = 0; i < n; ++i) {
+      const std::string text = std::to_string(i);
+      while (a.send(500 + static_cast<std::uint64_t>(i % 500), 2, text.data(), text.size()).value() == PH_EAGAIN)
+        std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(100us);  // a steady stream, before, during and after the finalize
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  const auto log = (dir / "relay.log").string();
+  REQUIRE_FALSE(relay.finalize(log.c_str()));
+  std::vector<phoenix::overlay::packet> logged;
+  REQUIRE(phoenix::read_message_log(log, logged).empty());
+  CHECK(logged.empty());
+  sender.join();
+
+  // A new relay gives the waiting messages a path: b receives every one, once.
+  Node relay2(base_config("relay2", key));
+  REQUIRE_FALSE(relay2.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(a.add_port(relay2.local_port()));
+  REQUIRE_FALSE(b.add_port(relay2.local_port()));
+  std::vector<int> seen(n, 0);
+  for (int i = 0; i < n; ++i) {
+    auto m = b.recv_for(2, 10s);
+    REQUIRE(m);
+    ++seen[static_cast<std::size_t>(std::stoi(payload_of(*m)))];
+  }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+  CHECK_FALSE(b.recv_for(2, 100ms));
 }

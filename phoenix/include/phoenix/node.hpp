@@ -165,6 +165,11 @@ class PH_API Node {
 
   // introspection
   RoutingSnapshot routing_snapshot() const;
+  // Called at the instant this node starts (true) or stops (false) assuming s — by assume, release,
+  // migration or the configuration — on the node's I/O context: keep it short. For tools and tests that check
+  // the disjoint cover across nodes.
+  using OwnershipObserver = std::function<void(bool assumed, Interval s)>;
+  void set_ownership_observer(OwnershipObserver f);
 
   // Fault injection for tests and drills: closes every link's connection abruptly, as a network failure
   // would. Nothing is lost: the links are redialled and unacknowledged messages resent. Returns how many.
