@@ -564,6 +564,12 @@ RoutingSnapshot Node::routing_snapshot() const {
   s.waiting_messages = v.waiting_messages;
   s.waiting_bytes = v.waiting_bytes;
   s.links_lost = v.links_lost;
+  impl_->progress_->call([&] {
+    const auto& p = impl_->migration_->protocol();
+    s.migration_locked = p.locked();
+    s.migration_lock_holder = p.locked() ? p.holder() : 0;
+    s.migration_attempting = p.busy();
+  });
   return s;
 }
 

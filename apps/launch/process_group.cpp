@@ -189,6 +189,11 @@ std::optional<ChildEvent> ProcessGroup::next_event(Clock::time_point deadline) {
   return std::nullopt;
 }
 
+bool ProcessGroup::signal(std::size_t child, int sig) {
+  Child& c = children_.at(child);
+  return !try_reap(c) && ::kill(c.pid, sig) == 0;
+}
+
 bool ProcessGroup::try_reap(Child& c) {
   if (c.reaped) return true;
   pid_t r = ::waitpid(c.pid, &c.status, WNOHANG);

@@ -71,6 +71,9 @@ class ProcessGroup {
   bool stop_all(std::chrono::milliseconds grace);
 
   const std::string& name(std::size_t child) const { return children_[child].name; }
+  // Sends sig to the child unless it was reaped (until then its PID cannot belong to another process).
+  // False if it was reaped or kill() failed.
+  bool signal(std::size_t child, int sig);
 
  private:
   struct Child {

@@ -1,5 +1,7 @@
 #include "chaos.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -172,6 +174,8 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
   auto next_action = started;
   auto next_report = started;
   std::uint64_t count = 0, finals = 0, migrations = 0, cuts = 0;
+  int pauses_left = s.pauses;
+  auto next_pause = started + 500ms;
   auto report_count = [&] {
     report_line(pipes.report_fd, "COUNT " + a.child + " " + std::to_string(count) + " " +
                                      std::to_string(finals) + " " + std::to_string(migrations) + " " +
@@ -211,6 +215,15 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
         migrations += !node.migrate(action, side, count_vn, 500ms);
       }
     }
+    if (pauses_left > 0 && now < chaos_until && now >= next_pause) {
+      const auto snap = node.routing_snapshot();
+      if (snap.migration_locked) {
+        --pauses_left;
+        next_pause = now + 1s;
+        report_line(pipes.report_fd, "PAUSE " + a.child);
+        ::raise(SIGSTOP);  // the parent sends SIGCONT after pause_for
+      }
+    }
     if (a.leaves && now >= started + s.leave_at) {
       if (auto ec = node.leave(30s)) throw std::runtime_error("leave: " + ec.message());
       report_count();
@@ -234,6 +247,14 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
       break;
     }
     if (launch::stop_requested(pipes.control_fd)) {
+      // Every attempt ends, committed or aborted, and every lock is free again (no deadlock).
+      const auto settle = Clock::now() + 10s;
+      auto busy = [&] {
+        const auto snap = node.routing_snapshot();
+        return snap.migration_locked || snap.migration_attempting;
+      };
+      while (busy() && Clock::now() < settle) (void)node.recv_for(tag_data + 1, 5ms);
+      if (busy()) throw std::runtime_error("a migration attempt or lock outlived the chaos by 10 s");
       report_count();
       if (auto ec = node.finalize()) throw std::runtime_error("finalize: " + ec.message());
       app.save(dir / ("final-" + a.child));
@@ -392,9 +413,21 @@ result run(const spec& s, void (*progress)(const std::string&)) {
   int next = 1;
   const auto deadline = Clock::now() + s.deadline;
   bool stopped = false;
+  std::multimap<Clock::time_point, std::size_t> resume_at;  // paused processes and when to continue them
+  auto continue_due = [&](Clock::time_point now) {
+    while (!resume_at.empty() && resume_at.begin()->first <= now) {
+      group.signal(resume_at.begin()->second, SIGCONT);
+      resume_at.erase(resume_at.begin());
+    }
+  };
   while (Clock::now() < deadline && !stopped) {
-    const auto ev = group.next_event(deadline);
-    if (!ev) break;
+    const auto ev =
+        group.next_event(resume_at.empty() ? deadline : std::min(deadline, resume_at.begin()->first));
+    continue_due(Clock::now());
+    if (!ev) {
+      if (Clock::now() < deadline && !launch::interrupted()) continue;
+      break;
+    }
     if (ev->eof) continue;
     std::istringstream line(ev->line);
     std::string word, child;
@@ -410,7 +443,8 @@ result run(const spec& s, void (*progress)(const std::string&)) {
       line >> receipts >> counts[ev->child] >> migrations[ev->child] >> cuts[ev->child];
       std::uint64_t retired = 0;
       for (auto [c, n] : counts) retired += n;
-      if (retired >= static_cast<std::uint64_t>(s.origins) * s.messages && r.rejoined && r.resumed) {
+      if (retired >= static_cast<std::uint64_t>(s.origins) * s.messages && r.rejoined && r.resumed &&
+          resume_at.empty()) {
         say("every message retired: stopping");
         stopped = true;
       }
@@ -424,6 +458,10 @@ result run(const spec& s, void (*progress)(const std::string&)) {
       r.suspended = true;
       say(child + " left temporarily; resuming it from its log on another port");
       spawn(member(2, role::resume, "m2-resumed"));
+    } else if (word == "PAUSE") {
+      ++r.paused_holding_lock;
+      say(child + " stopped itself holding a migration lock");
+      resume_at.emplace(Clock::now() + s.pause_for, ev->child);
     } else if (word == "ERROR") {
       r.errors.push_back(ev->line);
       say(ev->line);
@@ -441,6 +479,7 @@ result run(const spec& s, void (*progress)(const std::string&)) {
                        std::to_string(s.origins * s.messages) + " (" + per_process + " ), rejoined " +
                        std::to_string(r.rejoined) + ", resumed " + std::to_string(r.resumed));
   }
+  continue_due(Clock::time_point::max());  // nobody stays stopped
   if (!group.stop_all(30s)) r.errors.push_back("a process did not finish cleanly");
   for (auto [c, n] : migrations) r.migrations += n;
   for (auto [c, n] : cuts) r.cuts += n;

@@ -31,6 +31,10 @@ struct spec {
   std::chrono::milliseconds leave_at{1500};    // process 5 leaves for good; a fresh process joins instead
   std::chrono::milliseconds suspend_at{2500};  // process 2 finalizes to a log; a new process resumes it
   std::chrono::seconds deadline{150};
+  // The pause test: a process that finds itself holding a migration lock (its own or granted to another)
+  // stops itself with SIGSTOP, at most `pauses` times; the parent resumes it after `pause_for`.
+  int pauses = 0;
+  std::chrono::milliseconds pause_for{1500};
 };
 
 struct result {
@@ -42,6 +46,7 @@ struct result {
   bool covered = false;  // the final intervals are disjoint and cover [0, L)
   std::uint64_t migrations = 0, cuts = 0;
   bool left = false, rejoined = false, suspended = false, resumed = false;
+  std::uint64_t paused_holding_lock = 0;  // pauses taken while holding a migration lock
   std::vector<std::string> errors;
 };
 

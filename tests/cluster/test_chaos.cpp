@@ -39,3 +39,25 @@ TEST_CASE("chaos: migrations, link cuts, a leave, a join and a temporary leave l
   CHECK(r.covered);
   CHECK(r.migrations > 10);  // the intervals really moved
 }
+
+TEST_CASE(
+    "chaos: processes stopped (SIGSTOP) while holding a migration lock delay but never deadlock the others") {
+  phoenix::test::chaos::spec s;
+  s.seed = env_number("PHOENIX_CHAOS_SEED", 2);
+  s.chaos_for = std::chrono::seconds(env_number("PHOENIX_CHAOS_SECONDS", 8));
+  s.pauses = 2;  // per process
+  s.deadline = std::chrono::seconds(150) + std::chrono::duration_cast<std::chrono::seconds>(s.chaos_for);
+  const auto r =
+      phoenix::test::chaos::run(s, [](const std::string& line) { std::cerr << "pause: " << line << '\n'; });
+  MESSAGE("seed " << s.seed << ": " << r.paused_holding_lock << " stops of 1.5 s while holding a lock, "
+                  << r.receipts << " receipts, " << r.migrations << " migrations");
+  for (const auto& e : r.errors) MESSAGE(e);
+  CHECK(r.errors.empty());
+  CHECK(r.paused_holding_lock >= 4);
+  CHECK(r.receipts == r.expected);
+  CHECK(r.duplicates == 0);
+  CHECK(r.missing == 0);
+  CHECK(r.counter_mismatches == 0);
+  CHECK(r.overlaps == 0);
+  CHECK(r.covered);
+}

@@ -94,6 +94,10 @@ struct RoutingSnapshot {
   std::uint64_t waiting_messages = 0;  // messages held for lack of a route
   std::uint64_t waiting_bytes = 0;
   std::uint64_t links_lost = 0;        // times an established link broke since initialize
+  // Migration (docs/migration.md): this node's lock, who holds it, and whether an attempt of its own is under way.
+  bool migration_locked = false;
+  vp_t migration_lock_holder = 0;
+  bool migration_attempting = false;
 };
 
 // The snapshot as a small text table: links, then routes with their intervals (the shell's `routes`).
