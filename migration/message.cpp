@@ -66,7 +66,7 @@ std::optional<message> decode(std::span<const std::byte> body) {
   m.span.hi = overlay::load_le<std::uint64_t>(body.data() + 17);
   m.number = overlay::load_le<std::uint64_t>(body.data() + 25);
   if (m.what == kind::state_chunk) {
-    m.chunk = copy_bytes(body.subspan(message_head_bytes));
+    m.chunk = body.subspan(message_head_bytes);
   } else if (body.size() != message_head_bytes) {
     return std::nullopt;
   }

@@ -52,13 +52,16 @@ struct message {
   vp_t from = 0;
   interval span;             // S for lock_you_first, lock2, ok1; T for the transfer
   std::uint64_t number = 0;  // state_begin: total length; state_chunk, state_ack: chunk index
-  Bytes chunk;               // state_chunk only
+  // state_chunk only: a view of the chunk's bytes (in the state being sent, or in the received body), so that a
+  // chunk is copied once on each side, not three times.
+  std::span<const std::byte> chunk;
 };
 
 inline constexpr std::size_t message_head_bytes = 1 + 8 * 4;
 
 Bytes encode(const message& m);
-// nullopt for anything malformed: unknown kind, short, trailing bytes on a message without a chunk.
+// nullopt for anything malformed: unknown kind, short, trailing bytes on a message without a chunk. A chunk
+// is a view into `body`.
 std::optional<message> decode(std::span<const std::byte> body);
 
 }  // namespace phoenix::migration

@@ -229,7 +229,8 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   logger()->info("{}: link up to {} ({}) via {}", config_.name, nb.name, peer, c->remote());
   // A neighbour that is leaving carries nothing new; a link that comes up while this node leaves is told so.
   if (!nb.leaving) table_.neighbour_up(peer, clock::now());  // a full dump is due at once: it gets the table
-  if (shutting_down_) c->send_control(make_control_frame(frame_type::leaving, {}));
+  nb.acked_leaving = false;  // a leaving node waits for the answer on this connection, behind what it carries
+  if (leaving_) c->send_control(make_control_frame(frame_type::leaving, {}));
   c->kick();  // resend what the peer did not acknowledge, before anything new
   routing_changed();
 }
@@ -243,7 +244,7 @@ void overlay::on_connection_down(const std::shared_ptr<connection>& c, const std
     neighbour& nb = *it->second;
     nb.conn.reset();
     ++links_lost_;
-    logger()->log(shutting_down_ || nb.said_goodbye ? spdlog::level::info : spdlog::level::warn,
+    logger()->log(leaving_ || nb.said_goodbye ? spdlog::level::info : spdlog::level::warn,
                   "{}: link to {} down: {}", config_.name, nb.name, reason);
     table_.neighbour_down(peer, clock::now());
     // What was never sent may take another way; what was sent stays in the session for resending when the
@@ -359,7 +360,7 @@ void overlay::on_control(connection& c, frame_type type, std::span<const std::by
     }
     case frame_type::leaving_ack: {
       const auto it = neighbours_.find(c.peer());
-      if (it == neighbours_.end() || !shutting_down_) return drop(c, "protocol error: unexpected leaving_ack");
+      if (it == neighbours_.end() || !leaving_) return drop(c, "protocol error: unexpected leaving_ack");
       it->second->acked_leaving = true;
       return;
     }
@@ -521,13 +522,10 @@ void overlay::send_request(node_id to, const route_request& r) {
 
 // --- leaving ------------------------------------------------------------------------------------------------
 
+// Links keep being accepted and redialled while the node drains: a link that breaks now must come back for
+// its session to deliver what it holds (resending anything else could duplicate it).
 void overlay::begin_shutdown() {
-  shutting_down_ = true;
-  if (acceptor_) {
-    std::error_code ignored;
-    acceptor_->close(ignored);
-  }
-  for (auto& d : dialers_) d->timer->cancel();
+  leaving_ = true;
   for (auto& [id, nb] : neighbours_)
     if (nb->conn && nb->conn->is_up()) nb->conn->send_control(make_control_frame(frame_type::leaving, {}));
 }
@@ -535,13 +533,19 @@ void overlay::begin_shutdown() {
 bool overlay::is_drained() const {
   if (!waiting_.empty()) return false;
   for (const auto& [id, nb] : neighbours_) {
-    if (!nb->conn || !nb->conn->is_up()) continue;
-    if (!nb->acked_leaving || !nb->session.is_idle()) return false;
+    if (!nb->session.is_idle()) return false;
+    if (nb->conn && nb->conn->is_up() && !nb->acked_leaving) return false;
   }
   return true;
 }
 
 void overlay::say_goodbye_and_close() {
+  shutting_down_ = true;
+  if (acceptor_) {
+    std::error_code ignored;
+    acceptor_->close(ignored);
+  }
+  for (auto& d : dialers_) d->timer->cancel();
   for (auto& [id, nb] : neighbours_) {
     if (!nb->conn || !nb->conn->is_up()) continue;
     // Acknowledge everything received, so the neighbour resends nothing to an incarnation that is gone.

@@ -102,13 +102,15 @@ class overlay final : public connection_owner {
   bool assumes(std::uint64_t vnode) const { return own_.contains(vnode); }
   const interval_set& assumed() const { return own_; }
 
-  // Leaving: stop dialling and accepting and tell every neighbour `leaving`; each stops routing through this
+  // Leaving: tell every neighbour `leaving` (links keep being accepted and redialled, so that one that breaks
+  // now comes back and its session delivers what it holds); each stops routing through this
   // node, re-routes what it had not yet sent here, and answers `leaving_ack`, after which nothing more arrives
   // from it. Once every neighbour answered and everything this node holds was forwarded and acknowledged
   // (the caller waits for is_drained() with a deadline), say goodbye to every neighbour and close. So a
   // finalizing node drops nothing it was forwarding for others (docs/overlay.md, "Leaving").
   void begin_shutdown();
   bool is_drained() const;  // every neighbour answered leaving; nothing waits; everything was acknowledged
+  // Then: stop accepting and dialling, say goodbye on every link.
   void say_goodbye_and_close();
   bool is_quiet() const;    // nothing left to write on any link
   std::vector<packet> take_undelivered();  // waiting packets and any still unacknowledged by a neighbour
@@ -197,7 +199,8 @@ class overlay final : public connection_owner {
   std::uint64_t routing_bytes_sent_ = 0;
   std::atomic<std::uint64_t> held_bytes_{0};
   std::map<std::string, std::chrono::steady_clock::time_point> refusals_warned_;
-  bool shutting_down_ = false;
+  bool leaving_ = false;         // begin_shutdown: neighbours are told; links still accepted and redialled
+  bool shutting_down_ = false;  // say_goodbye_and_close: no more accepting or dialling
 };
 
 }  // namespace phoenix::overlay

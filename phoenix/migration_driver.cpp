@@ -89,7 +89,7 @@ void migration_driver::pump() {
     m.from = protocol_.self();
     m.span = out_->what;
     m.number = out_->next;
-    m.chunk = copy_bytes(std::span(out_->state).subspan(offset, n));
+    m.chunk = std::span<const std::byte>(out_->state).subspan(offset, n);
     send_message(out_->taker, m);
     ++out_->next;
   }

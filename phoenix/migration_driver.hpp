@@ -30,8 +30,8 @@ class progress_engine;
 
 class migration_driver final : public migration::lock_protocol::host {
  public:
-  static constexpr std::size_t chunk_bytes = 1u << 20;
-  static constexpr std::uint64_t window_chunks = 8;
+  static constexpr std::size_t chunk_bytes = 256u << 10;
+  static constexpr std::uint64_t window_chunks = 4;
 
   // What the driver does to its node; each is called holding the progress token.
   struct node_ops {

@@ -30,8 +30,10 @@ using clock = std::chrono::steady_clock;
 // its log (paper 3.3: it tries not to log messages meant for other nodes).
 constexpr auto drain_timeout = std::chrono::seconds(5);
 constexpr auto goodbye_timeout = std::chrono::seconds(1);
-// How long ph_finalize waits for a migration this node takes part in to end.
-constexpr auto migration_settle_timeout = std::chrono::seconds(5);
+// How long ph_finalize waits for a migration this node takes part in to end. Long: a node that leaves in the
+// middle of an attempt strands its partner, whose lock (or attempt) then waits for an incarnation that is gone
+// (docs/migration.md, "Leaving in the middle").
+constexpr auto migration_settle_timeout = std::chrono::seconds(30);
 // Back-off between failed migration attempts: randomised, doubling from the first to the last
 // (MIGRATION-NOTES.md point 3: attempts may keep failing under contention).
 constexpr auto backoff_first = std::chrono::milliseconds(1);

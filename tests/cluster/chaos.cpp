@@ -176,10 +176,13 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
   std::uint64_t count = 0, finals = 0, migrations = 0, cuts = 0;
   int pauses_left = s.pauses;
   auto next_pause = started + 500ms;
+  // quiet: the chaos is over here and no migration involves this process (no attempt, no lock).
   auto report_count = [&] {
+    const auto snap = node.running() ? node.routing_snapshot() : RoutingSnapshot{};
+    const bool quiet = Clock::now() >= chaos_until && !snap.migration_locked && !snap.migration_attempting;
     report_line(pipes.report_fd, "COUNT " + a.child + " " + std::to_string(count) + " " +
                                      std::to_string(finals) + " " + std::to_string(migrations) + " " +
-                                     std::to_string(cuts));
+                                     std::to_string(cuts) + " " + (quiet ? "1" : "0"));
   };
   for (;;) {
     if (auto m = node.recv_for(tag_data, 5ms)) {
@@ -413,7 +416,9 @@ result run(const spec& s, void (*progress)(const std::string&)) {
   int next = 1;
   const auto deadline = Clock::now() + s.deadline;
   bool stopped = false;
-  std::multimap<Clock::time_point, std::size_t> resume_at;  // paused processes and when to continue them
+  std::multimap<Clock::time_point, std::size_t> resume_at;
+  std::map<std::size_t, bool> quiet;  // process index -> its last COUNT said so
+  std::set<std::size_t> exited;       // paused processes and when to continue them
   auto continue_due = [&](Clock::time_point now) {
     while (!resume_at.empty() && resume_at.begin()->first <= now) {
       group.signal(resume_at.begin()->second, SIGCONT);
@@ -428,7 +433,10 @@ result run(const spec& s, void (*progress)(const std::string&)) {
       if (Clock::now() < deadline && !launch::interrupted()) continue;
       break;
     }
-    if (ev->eof) continue;
+    if (ev->eof) {
+      exited.insert(ev->child);
+      continue;
+    }
     std::istringstream line(ev->line);
     std::string word, child;
     line >> word >> child;
@@ -440,11 +448,17 @@ result run(const spec& s, void (*progress)(const std::string&)) {
       }
     } else if (word == "COUNT") {
       std::uint64_t receipts = 0;
-      line >> receipts >> counts[ev->child] >> migrations[ev->child] >> cuts[ev->child];
+      int is_quiet = 0;
+      line >> receipts >> counts[ev->child] >> migrations[ev->child] >> cuts[ev->child] >> is_quiet;
+      quiet[ev->child] = is_quiet == 1;
       std::uint64_t retired = 0;
       for (auto [c, n] : counts) retired += n;
+      // Stop only once no migration is under way anywhere: a process that finalized while another's query
+      // to its virtual nodes was in flight would leave that attempt waiting for its return.
+      const bool all_quiet = std::all_of(quiet.begin(), quiet.end(),
+                                         [&](const auto& q) { return q.second || exited.count(q.first); });
       if (retired >= static_cast<std::uint64_t>(s.origins) * s.messages && r.rejoined && r.resumed &&
-          resume_at.empty()) {
+          resume_at.empty() && all_quiet) {
         say("every message retired: stopping");
         stopped = true;
       }

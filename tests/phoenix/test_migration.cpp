@@ -288,4 +288,14 @@ TEST_CASE(
   CHECK(n.assume({40, 50}).value() == PH_ESTATE);
   CHECK(n.release({0, 10}).value() == PH_ESTATE);
   CHECK(n.poll() == 0);
+  // Once someone assumes the virtual node it asked, the attempt completes (and n may finalize at once).
+  Node above(phoenix::test::node_config("above", (dir / "cluster.key").string(), L));
+  REQUIRE_FALSE(above.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(above.add_port(n.local_port()));
+  REQUIRE_FALSE(above.assume({10, L}));
+  CHECK(wait_for([&] {
+    n.poll();
+    above.poll();
+    return n.assumed() == std::vector<Interval>{{0, 9}};
+  }));
 }
