@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Model-checks spin-models/migration.pml with SPIN: the correct model must verify, every seeded bug must be found.
+#
+#   spin-models/check.sh [safety|liveness|scale|bugs|all]     (default: all)
+#
+#   safety    exhaustive safety runs, 3 nodes (assertions, invalid end states with -q): the default configuration
+#             (4 vnodes, 2 attempts per node, 2 application messages) and variants (queries handled later, reversed
+#             resource names, one node owning everything, the two halves of fail fast + total order)
+#   liveness  LTL with weak fairness (-a -f), 3 nodes, 3 vnodes: every attempt ends and every lock is freed again
+#             (one run of the conjunction, ltl "live")
+#   scale     4 nodes: exhaustive with 1 attempt per node; bitstate (-DBITSTATE -w28), bounded in time, with 2
+#   bugs      each seeded bug (-DBUG_...) must make SPIN report an error
+#
+# Runs two pan processes at a time (one per core). Works in a temporary directory, removed on exit. Exit status 0
+# only if every run came out as expected. Needs spin ($SPIN, default spin) and a C compiler ($CC, default cc);
+# TMPDIR says where the temporary directory goes.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+model=$here/migration.pml
+part=${1:-all}
+cc=${CC:-cc}
+spin=${SPIN:-spin}
+case $part in safety|liveness|scale|bugs|all) ;; *) echo "usage: $0 [safety|liveness|scale|bugs|all]" >&2; exit 2 ;; esac
+command -v "$spin" >/dev/null || { echo "check.sh: $spin not found" >&2; exit 2; }
+command -v "$cc" >/dev/null || { echo "check.sh: $cc not found" >&2; exit 2; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/spin-models.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
+started=$SECONDS
+
+# run PART NAME EXPECT LIMIT "SPIN_DEFS" "CC_FLAGS" "PAN_FLAGS" DESCRIPTION
+#   EXPECT: pass (errors: 0, search complete), partial (errors: 0; may be stopped at LIMIT seconds), fail (errors > 0)
+# Prints one line and records the outcome in $work/NAME.ok or $work/NAME.bad.
+run() {
+  local part=$1 name=$2 expect=$3 limit=$4 defs=$5 ccflags=$6 panflags=$7 desc=$8
+  local d=$work/$name t0=$SECONDS rc
+  mkdir -p "$d"
+  if ! (cd "$d" && "$spin" -a $defs "$model" >spin.log 2>&1); then
+    echo "[$part] $name: spin -a failed"; cat "$d/spin.log"; touch "$work/$name.bad"; return
+  fi
+  if ! (cd "$d" && $cc $ccflags -DMEMLIM=8192 -w -o pan pan.c >cc.log 2>&1); then
+    echo "[$part] $name: compiling pan failed"; tail -5 "$d/cc.log"; touch "$work/$name.bad"; return
+  fi
+  if [ "$expect" = partial ]; then
+    (cd "$d" && timeout -k 10 -s INT "$limit" ./pan $panflags >pan.log 2>&1); rc=$?
+  else
+    (cd "$d" && timeout -k 10 "$limit" ./pan $panflags >pan.log 2>&1); rc=$?
+  fi
+  local log=$d/pan.log
+  local errors states trans depth secs note="" verdict=bad
+  errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$log" | tail -1)
+  states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$log" | tail -1)
+  trans=$(sed -n 's/^ *\([0-9.e+]*\) transitions.*/\1/p' "$log" | tail -1)
+  depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$log" | tail -1)
+  secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' "$log" | tail -1)
+  local incomplete=no
+  grep -q "Interrupted" "$log" && incomplete=yes
+  grep -qE "max search depth too small|out of memory|pan: reached -DMEMLIM" "$log" && incomplete=yes
+  case $expect in
+    pass)    [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ $incomplete = no ] && verdict=ok ;;
+    partial) [ "$errors" = 0 ] && verdict=ok; [ $incomplete = yes ] && note=" (stopped at ${limit} s, partial)" ;;
+    fail)    [ -n "$errors" ] && [ "$errors" != 0 ] && verdict=ok
+             note=" -- $(grep -m1 -E '^pan:1:|^pan: (acceptance|invalid)' "$log" | cut -c1-140)" ;;
+  esac
+  [ "$rc" = 124 ] && [ "$expect" != partial ] && note="$note (timed out after ${limit} s)"
+  printf '[%s] %-24s %s: states %s, transitions %s, depth %s, errors: %s, %s s (%d s with compiling) %s%s\n' \
+    "$part" "$name" "$desc" "${states:-?}" "${trans:-?}" "${depth:-?}" "${errors:-?}" "${secs:-?}" \
+    $((SECONDS - t0)) "$([ $verdict = ok ] && echo OK || echo "UNEXPECTED (wanted $expect)")" "$note"
+  if [ $verdict = ok ]; then touch "$work/$name.ok"; else touch "$work/$name.bad"; tail -20 "$log"; fi
+}
+
+# The jobs of a part are queued with add, then run two at a time (wait -n), in the order queued.
+queue=()
+add() { queue+=("$(printf '%q ' "$@")"); }
+run_queue() {
+  local running=0 j
+  for j in "${queue[@]}"; do
+    if [ $running -ge 2 ]; then wait -n; running=$((running - 1)); fi
+    eval "run $j" &
+    running=$((running + 1))
+  done
+  wait
+}
+
+O2="-O2 -DSAFETY"
+O1="-O1 -DSAFETY"
+O0="-O0 -DSAFETY"  # the seeded bugs are found within a few hundred thousand states: compiling dominates
+
+# exhaustive safety, 3 nodes, 4 vnodes, 2 attempts per node, channels of 3
+safety_main() {
+  add safety safety.default pass 240 "" "$O2" "-m10000 -q -w24" "3 nodes, default, 2 app messages"
+}
+safety_variants() {
+  add safety safety.query_inbox pass 120 "-DQUERY_INBOX -DAPPS=0" "$O1" "-m10000 -q -w22" "queries handled later"
+  add safety safety.names_rev pass 120 "-DNAMES=1 -DAPPS=0" "$O1" "-m10000 -q -w22" "empty node has the smallest name"
+  add safety safety.init_one pass 120 "-DINIT=0 -DAPPS=0" "$O1" "-m10000 -q -w22" "node 0 owns all at first"
+  add safety safety.wait_locks pass 60 "-DWAIT_LOCKS -DAPPS=0" "$O1" "-m10000 -q -w22" "no fail fast at 54, total order kept"
+  add safety safety.no_order pass 60 "-DBUG_LOCK_ORDER -DAPPS=0" "$O1" "-m10000 -q -w22" "order ignored at 23, fail fast kept"
+}
+# LTL under weak fairness (-a -f), 3 nodes, 3 vnodes, 2 attempts, no app messages (with 4 vnodes the same run
+# takes 1.5-3 minutes alone: 6.5 M states, 35 M visited; see README.md)
+liveness_jobs() {
+  add liveness liveness.live pass 300 "-DLIVENESS -DAPPS=0 -DV=3" "-O2 -DNFAIR=3" "-m10000 -a -f -N live -w24" \
+    "3 nodes, 3 vnodes, [] ((attempting[i] -> <> !attempting[i]) && (locked[i] -> <> !locked[i]))"
+}
+# 4 nodes, 4 vnodes: exhaustive with 1 attempt per node; with 2 the exhaustive run does not finish in a minute
+# (over 37 M states), so bitstate, stopped after 20 s
+scale_jobs() {
+  add scale scale.n4_exhaustive pass 180 "-DN=4 -DATTEMPTS=1 -DAPPS=1" "$O1" "-m10000 -q -w23" \
+    "4 nodes, 1 attempt, 1 app message, exhaustive"
+  add scale scale.n4_bitstate partial 20 "-DN=4 -DAPPS=0" "$O1 -DBITSTATE" "-m10000 -q -w28" "4 nodes, 2 attempts, bitstate -w28"
+}
+# every seeded bug must be reported (3 nodes, default configuration)
+bug_jobs() {
+  add bugs bug.line64_np fail 120 "-DBUG_LINE64_CLEARS_L -DNO_PRE" "$O1" "-m10000 -q -w23" "line 64 clears l, no preconditions"
+  add bugs bug.no_adj34 fail 120 "-DBUG_NO_ADJ34" "$O0" "-m10000 -q -w22" "line 34 without adjacency"
+  add bugs bug.no_adj54 fail 120 "-DBUG_NO_ADJ54" "$O0" "-m10000 -q -w22" "line 54 without adjacency"
+  add bugs bug.no_i_eq_s42 fail 120 "-DBUG_NO_I_EQ_S42" "$O0" "-m10000 -q -w22" "line 42 without I = S"
+  add bugs bug.lock_order fail 120 "-DBUG_LOCK_ORDER -DWAIT_LOCKS" "$O0" "-m10000 -q -w22" "locks out of order, waiting"
+  add bugs bug.taker_early fail 120 "-DBUG_TAKER_ASSUMES_EARLY" "$O0" "-m10000 -q -w22" "taker assumes before release"
+  add bugs bug.initiator_early fail 120 "-DBUG_INITIATOR_FREES_EARLY" "$O0" "-m10000 -q -w22" "initiator frees after request"
+  add bugs bug.initiator_early_np fail 120 "-DBUG_INITIATOR_FREES_EARLY -DNO_PRE" "$O0" "-m10000 -q -w22" \
+    "initiator frees early, no preconditions"
+  add bugs bug.line64 fail 120 "-DBUG_LINE64_CLEARS_L" "$O0" "-m10000 -q -w22" "line 64 clears l"
+}
+
+case $part in
+  safety)   safety_main; safety_variants ;;
+  liveness) liveness_jobs ;;
+  scale)    scale_jobs ;;
+  bugs)     bug_jobs ;;
+  all)      liveness_jobs; safety_main; scale_jobs; bug_jobs; safety_variants ;;
+esac
+echo "check.sh $part: ${#queue[@]} runs, two at a time"
+run_queue
+
+ok=$(ls "$work"/*.ok 2>/dev/null | wc -l)
+bad=$(ls "$work"/*.bad 2>/dev/null | wc -l)
+if [ "$bad" -ne 0 ]; then
+  echo "check.sh $part: $bad of ${#queue[@]} runs NOT as expected: $(cd "$work" && ls *.bad | sed 's/\.bad$//' | tr '\n' ' ')($((SECONDS - started)) s)"
+  exit 1
+fi
+if [ "$ok" -ne ${#queue[@]} ]; then
+  echo "check.sh $part: only $ok of ${#queue[@]} runs finished ($((SECONDS - started)) s)"
+  exit 1
+fi
+echo "check.sh $part: all $ok runs as expected ($((SECONDS - started)) s)"

@@ -1,0 +1,752 @@
+/*
+ * migration.pml -- the interval migration protocol of docs/migration.md (the Phoenix paper, section 3.5,
+ * Figures 1-3, as phoenix reads and completes them).
+ *
+ * Line numbers in comments ("line 28") are the lines of the paper's Figures 1-3 as quoted in
+ * docs/migration.md; "doc:" names a section of docs/migration.md.
+ *
+ * Configuration (all by -D on the spin command line, e.g. spin -a -DN=4 migration.pml):
+ *   N         nodes (default 3; the LTL properties are written out for N = 3 and 4)
+ *   V         virtual nodes, the space [0, V) (default 4, at most 8)
+ *   ATTEMPTS  lock attempts each node may begin (default 2); UNBOUNDED: no limit
+ *   CAP       capacity of each node-to-node channel (default 3)
+ *   INIT      initial partition: 0 = node 0 assumes [0, V), the others nothing;
+ *             1 (default) = nodes 0 .. N-2 split [0, V) evenly in order, node N-1 assumes nothing
+ *   NAMES     resource names, which give the total order: 0 (default) = name i for node i,
+ *             1 = reversed (name N-1-i), so that the empty node has the smallest name
+ *   APPS      application messages, one to each of vnodes APP0 .. APP0+APPS-1 (default 2)
+ *   APP0      the first of them (default (V - APPS) / 2: the middle of the space, where intervals meet)
+ *   QUERY_INBOX  a query routed to the owner of its vnode waits in that node's inbox and is handled later
+ *             (by then the node may have given the vnode, or everything, away); default: routing to the
+ *             current owner and the handler of line 20 are one step
+ *   NO_PRE    do not assert the preconditions of the handlers and of begin() (PRE below), to see which of
+ *             the properties proper a seeded bug breaks
+ *   FINE_FAIRNESS  one process per ordered pair of nodes handles that link, one process per vnode delivers
+ *             to it, so that weak fairness (-f) is fairness among links and among vnodes, not only among
+ *             nodes; default: one process per node for its links, one for the whole overlay (fewer
+ *             processes, cheaper -f; the same reachable states)
+ *   HANDOVER  the queries waiting at the vnodes of T are handed to the taker in the step in which it assumes
+ *             T (otherwise they are delivered by the overlay at any later time while somebody assumes the
+ *             vnode); for liveness runs with UNBOUNDED, where weak fairness alone lets a query starve at a vnode
+ *             that keeps moving (README.md)
+ *   LIVENESS  compile the LTL properties: live (the conjunction of attempts_end and locks_free, the one
+ *             check.sh runs), attempts_end, locks_free, quiesce
+ *
+ * Seeded bugs (each makes SPIN report an error; check.sh runs them):
+ *   BUG_NO_ADJ34            line 34 without the adjacency test
+ *   BUG_NO_ADJ54            line 54 without the adjacency test
+ *   BUG_NO_I_EQ_S42         line 42 without the test I = S
+ *   BUG_TAKER_ASSUMES_EARLY the initiator that takes assumes T when it sends give_request, before the giver
+ *                           released T
+ *   BUG_INITIATOR_FREES_EARLY the initiator frees its own lock right after its give_request / state(T)
+ *   BUG_LINE64_CLEARS_L     line 64 as extracted: the cleanup handler also sets l = false
+ *   BUG_LOCK_ORDER          line 23 dropped: a query is granted (line 28) whatever the order of the names.
+ *                           Harmless alone, thanks to fail fast; with WAIT_LOCKS it deadlocks
+ * and a variant of the protocol:
+ *   WAIT_LOCKS              no fail fast at line 54: an ok1 that finds the initiator's own lock taken waits
+ *                           until it is free instead of answering cleanup (doc: decision 5). Verifies alone:
+ *                           the total order is what rules out the deadlock then
+ *
+ * Abstractions:
+ *   - The state of T travels as one message state(T). doc: the transfer streams it as state_begin, chunks and
+ *     state_acks; the chunks only add traffic between giver and taker while both locks are held and change
+ *     none of the locking logic, so one message stands for the whole stream.
+ *   - The steps the implementation runs on the application's thread (the giver's release-and-stream, the
+ *     taker's check-unpack-assume-free-done) are taken in the handler of the message that enables them. Both
+ *     locks are held from then until they run, so I and T cannot change in between; what can happen in
+ *     between (application messages delivered or received, queries answered from the same I) can happen
+ *     before the handler just as well. This is also what phoenix does without state handlers (doc: the
+ *     transfer, last paragraph).
+ *   - Handlers and begin() of one node are mutually excluded (the figure's caption): each is one d_step or
+ *     atomic.
+ *   - Messages between two nodes travel on a FIFO channel per ordered pair; messages to a virtual node wait in
+ *     a per-vnode queue that is delivered only while somebody assumes the vnode, to whoever assumes it at
+ *     delivery time (the delivery contract of ph_send).
+ *   - The application messages are all sent at the start (see init).
+ *   - Nodes neither crash nor leave in the middle of an attempt (doc: leaving in the middle); every node goes
+ *     on handling messages to the end.
+ *   - Plans: take half is offered only with I empty (ph_join); take 1 with I empty takes the upper end of S,
+ *     like take half; give with I empty yields an empty T (the cleanup path).
+ */
+
+#ifndef N
+#define N 3
+#endif
+#ifndef V
+#define V 4
+#endif
+#ifndef ATTEMPTS
+#define ATTEMPTS 2
+#endif
+#ifndef CAP
+#define CAP 3
+#endif
+#ifndef INIT
+#define INIT 1
+#endif
+#ifndef NAMES
+#define NAMES 0
+#endif
+#ifndef APPS
+#define APPS 2
+#endif
+#ifndef APP0
+#define APP0 ((V - APPS) / 2)
+#endif
+
+#define NONE 255
+
+/* preconditions: what each handler and begin() may assume in the protocol as specified (e.g. a reply to an
+ * attempt arrives while the attempt is outstanding). Not properties of the protocol themselves, but they
+ * catch a broken invariant at the first step that relies on it. */
+#ifndef NO_PRE
+#define PRE(x) assert(x)
+#else
+#define PRE(x) skip
+#endif
+
+/* resource names: the total order of line 23 / 26 */
+#if NAMES == 0
+#define RN(i) (i)
+#else
+#define RN(i) (N - 1 - (i))
+#endif
+
+mtype = { lock_you_first, lock2, ok1, ok2, fail1, fail2, cleanup, cleanup_ack, give_request, state, done };
+
+/* ---- Figure 1: the variables of each node (arrays indexed by node) ---- */
+bool locked[N];        /* line 2: s, FREE (false) or LOCKED (true) */
+byte holder[N];        /* line 3: h, NONE while FREE */
+byte lo[N];            /* line 4: I = [lo, hi), half-open; empty is lo = hi = 0 */
+byte hi[N];
+bool attempting[N];    /* line 5: l */
+
+/* the attempt in progress (doc: plan), kept by its initiator; reset to 0 once it no longer matters */
+#define P_NONE      0
+#define TAKE_HALF   1  /* ph_join (I empty): the upper half of q's interval, [m, b_q), m = a_q + ceil(|S|/2) */
+#define TAKE1       2  /* rebalancing: the 1 vnode of q's interval next to p's (at most all but one) */
+#define GIVE1       3  /* rebalancing: the 1 vnode of p's interval next to q's */
+#define GIVE_ALL    4  /* ph_leave: all of p's interval */
+#define S_ANY       0  /* I empty: query to any vnode (line 10) */
+#define S_BELOW     1  /* query to a - 1 (line 13) */
+#define S_ABOVE     2  /* query to b (line 16) */
+byte plan[N];
+byte side[N];
+byte partner[N];       /* q, once the exchange knows it */
+byte slo[N];           /* S = I_q as reported (line 28) or checked (line 42) */
+byte shi[N];
+#ifndef UNBOUNDED
+byte tries[N];         /* attempts this node may still begin */
+#endif
+
+/* what a node waits for after both locks are held */
+#define PH_IDLE     0
+#define PH_CLEANING 1  /* initiator, T empty: frees its lock on cleanup_ack */
+#define PH_TAKING   2  /* taker: waits for state(T) */
+#define PH_GIVING   3  /* giver: released T, waits for done(T) */
+byte phase[N];
+
+/* ghost state, for the properties only (functions of the rest, so they add no states) */
+byte tr_lo[N];         /* T released by node i and not yet assumed by the taker ("in transit") */
+byte tr_hi[N];
+byte inflight[N];      /* messages of node i's own attempt in flight: its query, replies to it */
+
+/* ---- messages ---- */
+/* FIFO per ordered pair of distinct nodes: LINK(from, to) */
+chan link[N * (N - 1)] = [CAP] of { mtype, byte, byte };
+#define LINK(f, t) link[(f) * (N - 1) + ((t) < (f) -> (t) : (t) - 1)]
+chan vq[V] = [N] of { byte };                       /* queries waiting at a virtual node (sender) */
+
+/* application messages to virtual nodes: pend[v] wait in the overlay at v, held[v] are queued at the node
+ * that assumes v and not yet received, delivered[v] were received by the application */
+byte pend[V];
+byte held[V];
+byte delivered[V];
+
+/* scratch variables of the d_steps (not part of the state) */
+hidden mtype m_t;
+hidden byte m_a, m_b, m_i, m_j, m_k, m_n, m_o, m_tlo, m_thi;
+
+#define OWNS(i, v)  (lo[i] <= (v) && (v) < hi[i])
+#define EMPTY(i)    (lo[i] == hi[i])
+
+/* someone assumes v (unrolled up to 6 nodes; the % keeps indices in range) */
+#define OWNED(v) (OWNS(0, v) || OWNS(1 % N, v) || (N > 2 && OWNS(2 % N, v)) || (N > 3 && OWNS(3 % N, v)) \
+                  || (N > 4 && OWNS(4 % N, v)) || (N > 5 && OWNS(5 % N, v)))
+
+/* the one node that assumes v, in m_o (NONE if nobody) */
+inline owner_of(v) {
+  m_o = 0;
+  do
+  :: m_o < N && !OWNS(m_o, v) -> m_o++
+  :: m_o >= N -> m_o = NONE; break
+  :: else -> break
+  od
+}
+
+/* replies to the initiator of an attempt (plus cleanup_ack, which also ends it) */
+#define ATTEMPT_MSG(t) ((t) == lock_you_first || (t) == ok1 || (t) == fail1 || (t) == ok2 || (t) == fail2 \
+                        || (t) == cleanup_ack)
+
+/* every send checks for room first, so that a channel that fills up is an error, not a silent block */
+inline send(from, to, t, a, b) {
+  assert(nfull(LINK(from, to)));
+  LINK(from, to)!t, a, b;
+  if
+  :: ATTEMPT_MSG(t) -> inflight[to]++
+  :: else -> skip
+  fi
+}
+
+/* ---- disjoint cover: every vnode is assumed by exactly one node or is in transit in exactly one T ---- */
+inline check_cover() {
+  m_k = 0;
+  do
+  :: m_k < V ->
+     m_n = 0; m_j = 0;
+     do
+     :: m_j < N ->
+        if :: OWNS(m_j, m_k) -> m_n++ :: else -> skip fi;
+        if :: tr_lo[m_j] <= m_k && m_k < tr_hi[m_j] -> m_n++ :: else -> skip fi;
+        m_j++
+     :: else -> break
+     od;
+     assert(m_n == 1);
+     m_k++
+  :: else -> break
+  od
+}
+
+/* ---- ownership changes (ph_release, ph_assume) ---- */
+
+/* giver me releases T = [m_tlo, m_thi): T is one end of I (or all of it) */
+inline release(me) {
+  assert(m_tlo < m_thi && lo[me] <= m_tlo && m_thi <= hi[me] && (m_tlo == lo[me] || m_thi == hi[me]));
+  if
+  :: m_tlo == lo[me] -> lo[me] = m_thi
+  :: else -> hi[me] = m_tlo
+  fi;
+  if :: lo[me] == hi[me] -> lo[me] = 0; hi[me] = 0 :: else -> skip fi;
+  tr_lo[me] = m_tlo; tr_hi[me] = m_thi;
+  /* ph_release: messages for T queued here and not yet received go back into the overlay */
+  m_k = m_tlo;
+  do
+  :: m_k < m_thi -> pend[m_k] = pend[m_k] + held[m_k]; held[m_k] = 0; m_k++
+  :: else -> break
+  od;
+  check_cover()
+}
+
+/* taker me assumes T = [m_tlo, m_thi), released by node g */
+inline assume(me, g) {
+  /* the paper's assertion (doc: the transfer): T arrives adjacent to the taker's interval, or that is empty */
+  assert(EMPTY(me) || m_thi == lo[me] || m_tlo == hi[me]);
+  if
+  :: EMPTY(me) -> lo[me] = m_tlo; hi[me] = m_thi
+  :: m_thi == lo[me] -> lo[me] = m_tlo
+  :: else -> hi[me] = m_thi
+  fi;
+  if :: tr_lo[g] == m_tlo && tr_hi[g] == m_thi -> tr_lo[g] = 0; tr_hi[g] = 0 :: else -> skip fi;
+  check_cover()
+}
+
+inline free_lock(me) {
+  locked[me] = false; holder[me] = NONE
+}
+
+/* the attempt of me has ended: forget its context */
+inline end_attempt(me) {
+  plan[me] = P_NONE; side[me] = S_ANY; partner[me] = 0; slo[me] = 0; shi[me] = 0
+}
+
+/* doc, decision 1: "S and I are adjacent as intended" (lines 34, 54). An empty S is never adjacent; with I
+ * empty any non-empty S is; otherwise on the side the query was sent to. */
+#define ADJACENT(me, a, b) ((a) < (b) && (EMPTY(me) || (side[me] == S_BELOW && (b) == lo[me]) \
+                                                    || (side[me] == S_ABOVE && (a) == hi[me])))
+
+/* ---- doc: the transfer (after line 56 or 62). The initiator me holds both locks. ---- */
+inline transfer(me) {
+  m_n = shi[me] - slo[me];   /* |S| */
+  m_k = hi[me] - lo[me];     /* |I| */
+  m_tlo = 0; m_thi = 0;
+  if
+  :: plan[me] == TAKE_HALF ->
+     m_tlo = slo[me] + (m_n + 1) / 2; m_thi = shi[me]
+  :: plan[me] == TAKE1 ->
+     if :: m_n > 1 -> m_j = 1 :: else -> m_j = 0 fi;   /* at most all but one */
+     if
+     :: side[me] == S_ABOVE -> m_tlo = slo[me]; m_thi = slo[me] + m_j
+     :: else -> m_tlo = shi[me] - m_j; m_thi = shi[me]  /* below, or any: the upper end */
+     fi
+  :: plan[me] == GIVE1 || plan[me] == GIVE_ALL ->
+     if :: plan[me] == GIVE1 && m_k > 1 -> m_j = 1 :: else -> m_j = m_k fi;
+     if
+     :: side[me] == S_BELOW -> m_tlo = lo[me]; m_thi = lo[me] + m_j
+     :: else -> m_tlo = hi[me] - m_j; m_thi = hi[me]
+     fi
+  :: else -> skip  /* no plan (only reachable with a seeded bug): T empty */
+  fi;
+  if
+  :: m_tlo == m_thi ->
+     /* T empty: end without moving anything; free the own lock on cleanup_ack */
+     phase[me] = PH_CLEANING;
+     send(me, partner[me], cleanup, 0, 0)
+  :: m_tlo < m_thi && (plan[me] == TAKE_HALF || plan[me] == TAKE1) ->
+     /* p takes: ask q to give T */
+     phase[me] = PH_TAKING;
+     send(me, partner[me], give_request, m_tlo, m_thi);
+#ifdef BUG_TAKER_ASSUMES_EARLY
+     assume(me, partner[me]);
+#endif
+#ifdef BUG_INITIATOR_FREES_EARLY
+     free_lock(me);
+#endif
+     skip
+  :: m_tlo < m_thi && (plan[me] == GIVE1 || plan[me] == GIVE_ALL) ->
+     /* p gives: release T, stream its state */
+     release(me);
+     phase[me] = PH_GIVING;
+     send(me, partner[me], state, m_tlo, m_thi);
+#ifdef BUG_INITIATOR_FREES_EARLY
+     free_lock(me);
+#endif
+     skip
+  fi;
+  end_attempt(me)
+}
+
+/* ---- Figure 3: message handlers; me = p (receiver), q = sender ---- */
+
+/* line 20 */
+inline on_query(me, q) {
+  inflight[q]--;
+  if
+  :: q == me ->
+     /* line 22: the query came back to its sender */
+     attempting[me] = false; end_attempt(me)
+#ifndef BUG_LOCK_ORDER
+  :: q != me && RN(q) < RN(me) ->
+     /* line 25: the sender q must lock itself before p */
+     send(me, q, lock_you_first, lo[me], hi[me])
+  :: q != me && RN(me) < RN(q) && !locked[me] ->
+#else
+  :: q != me && !locked[me] ->
+#endif
+     /* line 28: grant p's lock to q */
+     locked[me] = true; holder[me] = q; send(me, q, ok1, lo[me], hi[me])
+#ifndef BUG_LOCK_ORDER
+  :: q != me && RN(me) < RN(q) && locked[me] ->
+#else
+  :: q != me && locked[me] ->
+#endif
+     /* line 31: p is already locked */
+     send(me, q, fail1, 0, 0)
+  fi
+}
+
+/* line 33: lock_you_first(q, S = [a, b)) */
+inline on_lock_you_first(me, q, a, b) {
+  PRE(attempting[me]);  /* a reply to the own attempt (the node may meanwhile be locked by another) */
+#ifndef BUG_NO_ADJ34
+  if
+  :: !locked[me] && ADJACENT(me, a, b) ->
+#else
+  if
+  :: !locked[me] ->
+#endif
+     /* line 36: lock itself; go ahead to grab the second lock */
+     locked[me] = true; holder[me] = me; partner[me] = q; slo[me] = a; shi[me] = b;
+     send(me, q, lock2, a, b)
+  :: else ->
+     /* line 39: the attempt failed */
+     attempting[me] = false; end_attempt(me)
+  fi
+}
+
+/* line 41: lock2(q, S = [a, b)) */
+inline on_lock2(me, q, a, b) {
+  if
+#ifndef BUG_NO_I_EQ_S42
+  :: !locked[me] && lo[me] == a && hi[me] == b ->
+#else
+  :: !locked[me] ->
+#endif
+     /* line 44: grant the lock to q */
+     locked[me] = true; holder[me] = q; send(me, q, ok2, 0, 0)
+  :: else ->
+     /* line 47 */
+     send(me, q, fail2, 0, 0)
+  fi
+}
+
+/* line 49 */
+inline on_fail1(me) {
+  PRE(attempting[me]);  /* a reply to the own attempt (the node may meanwhile be locked by another) */
+  attempting[me] = false; end_attempt(me)
+}
+
+/* line 50: failed to get the remote lock; clean up the local state */
+inline on_fail2(me) {
+  PRE(attempting[me] && locked[me] && holder[me] == me);
+  attempting[me] = false; free_lock(me); end_attempt(me)
+}
+
+/* line 53: ok1(q, S = [a, b)) */
+inline on_ok1(me, q, a, b) {
+  PRE(attempting[me]);  /* a reply to the own attempt (the node may meanwhile be locked by another) */
+#ifndef BUG_NO_ADJ54
+  if
+  :: !locked[me] && ADJACENT(me, a, b) ->
+#else
+  if
+  :: !locked[me] ->
+#endif
+     /* line 56: got the first lock remotely and now the second; both held */
+     locked[me] = true; holder[me] = me; attempting[me] = false;
+     partner[me] = q; slo[me] = a; shi[me] = b;
+     transfer(me)
+  :: else ->
+     /* line 58 (attempting stays true until cleanup_ack) */
+     send(me, q, cleanup, 0, 0)
+  fi
+}
+
+/* line 60: got the second remote lock; both held */
+inline on_ok2(me, q) {
+  PRE(attempting[me] && locked[me] && holder[me] == me && partner[me] == q);
+  attempting[me] = false; partner[me] = q;
+  transfer(me)
+}
+
+/* line 63: free the lock this node granted at line 28 (doc, decision 2: "s = FREE; h = none") */
+inline on_cleanup(me, q) {
+  PRE(locked[me] && holder[me] == q);
+  free_lock(me);
+#ifdef BUG_LINE64_CLEARS_L
+  attempting[me] = false;
+#endif
+  send(me, q, cleanup_ack, 0, 0)
+}
+
+/* line 66 */
+inline on_cleanup_ack(me) {
+  if
+  :: phase[me] == PH_CLEANING ->
+     /* doc: the transfer, T empty: the initiator frees its own lock */
+     PRE(locked[me] && holder[me] == me);
+     free_lock(me); phase[me] = PH_IDLE
+  :: else ->
+     PRE(attempting[me])
+  fi;
+  attempting[me] = false; end_attempt(me)
+}
+
+/* doc: the transfer, the giver when the initiator takes */
+inline on_give_request(me, q, a, b) {
+  PRE(locked[me] && holder[me] == q && phase[me] == PH_IDLE);
+  m_tlo = a; m_thi = b;
+  release(me);
+  phase[me] = PH_GIVING;
+  send(me, q, state, a, b)
+}
+
+/* doc: the transfer, the taker once the (last chunk of the) state has arrived: check adjacency, unpack,
+ * assume T, free the own lock, send done */
+inline on_state(me, q, a, b) {
+  PRE(locked[me]);
+  m_tlo = a; m_thi = b;
+#ifdef BUG_TAKER_ASSUMES_EARLY
+  if
+  :: phase[me] == PH_TAKING -> /* assumed already */
+     if :: tr_lo[q] == a && tr_hi[q] == b -> tr_lo[q] = 0; tr_hi[q] = 0 :: else -> skip fi
+  :: else -> assume(me, q)
+  fi;
+#else
+  assume(me, q);
+#endif
+  free_lock(me); phase[me] = PH_IDLE;
+  send(me, q, done, a, b);
+#ifdef HANDOVER
+  /* the queries that waited for T while nobody assumed it reach the taker now */
+  m_j = a;
+  do
+  :: m_j < b ->
+     do
+     :: nempty(vq[m_j]) -> vq[m_j]?m_i; on_query(me, m_i)
+     :: empty(vq[m_j]) -> break
+     od;
+     m_j++
+  :: else -> break
+  od;
+  m_i = 0; m_j = 0;
+#endif
+  skip
+}
+
+/* doc: the transfer, the giver frees its lock on done */
+inline on_done(me) {
+  PRE(phase[me] == PH_GIVING);
+  free_lock(me); phase[me] = PH_IDLE
+}
+
+inline handle(me, q) {
+  if
+  :: ATTEMPT_MSG(m_t) -> inflight[me]-- 
+  :: else -> skip
+  fi;
+  if
+  :: m_t == lock_you_first -> on_lock_you_first(me, q, m_a, m_b)
+  :: m_t == lock2          -> on_lock2(me, q, m_a, m_b)
+  :: m_t == fail1          -> on_fail1(me)
+  :: m_t == fail2          -> on_fail2(me)
+  :: m_t == ok1            -> on_ok1(me, q, m_a, m_b)
+  :: m_t == ok2            -> on_ok2(me, q)
+  :: m_t == cleanup        -> on_cleanup(me, q)
+  :: m_t == cleanup_ack    -> on_cleanup_ack(me)
+  :: m_t == give_request   -> on_give_request(me, q, m_a, m_b)
+  :: m_t == state          -> on_state(me, q, m_a, m_b)
+  :: m_t == done           -> on_done(me)
+  fi
+}
+
+/* node dst handles the next message from node src, unless (WAIT_LOCKS) it is an ok1 that finds dst's own lock
+ * taken: then it waits at the head of the link. The handlers of a node are mutually excluded, each being one
+ * d_step. */
+#ifdef WAIT_LOCKS
+#define WAITING(src, dst) (LINK(src, dst)?[ok1, _, _] && locked[dst])
+#else
+#define WAITING(src, dst) false
+#endif
+#define CAN_HANDLE(src, dst) (nempty(LINK(src, dst)) && !WAITING(src, dst))
+#define HANDLE(src, dst) LINK(src, dst)?m_t, m_a, m_b; handle(dst, src)
+
+#ifdef FINE_FAIRNESS
+/* one process per ordered pair, so that weak fairness applies to each link (the node's I/O context serves all
+ * its links in turn) */
+proctype Link(byte src; byte dst) {
+end:
+  do
+  :: d_step { CAN_HANDLE(src, dst) -> HANDLE(src, dst) }
+  od
+}
+#else
+/* the node's own process handles its links (options unrolled for up to 6 nodes) */
+#define RECV(j) :: d_step { ((j) < N && (j) != me && CAN_HANDLE((j) % N, me)) -> HANDLE((j) % N, me) }
+#endif
+
+#ifdef QUERY_INBOX
+chan qin[N] = [N] of { byte };  /* queries routed to node i and not yet handled */
+#endif
+
+/* ---- Figure 2: begin an attempt ---- */
+#ifndef UNBOUNDED
+#define CAN_BEGIN (!locked[me] && !attempting[me] && tries[me] > 0)
+#define USE_TRY tries[me]--
+#else
+#define CAN_BEGIN (!locked[me] && !attempting[me])
+#define USE_TRY skip
+#endif
+
+inline begin(me) {
+  atomic {
+    (CAN_BEGIN && (EMPTY(me) || lo[me] > 0 || hi[me] < V)) ->
+    USE_TRY;
+    /* "l is true exactly while an own attempt is outstanding": nothing of an earlier attempt is in flight,
+     * and no transfer of this node is under way (its lock is free) */
+    PRE(inflight[me] == 0 && phase[me] == PH_IDLE);
+    if
+    :: EMPTY(me) ->
+       /* lines 9-11: I empty: query any virtual node */
+       side[me] = S_ANY;
+       if :: plan[me] = TAKE_HALF :: plan[me] = TAKE1 :: plan[me] = GIVE_ALL fi;
+       select(m_i : 0 .. V - 1)
+    :: !EMPTY(me) && lo[me] > 0 ->
+       /* lines 12-14: query a - 1 */
+       side[me] = S_BELOW; m_i = lo[me] - 1;
+       if :: plan[me] = TAKE1 :: plan[me] = GIVE1 :: plan[me] = GIVE_ALL fi
+    :: !EMPTY(me) && hi[me] < V ->
+       /* lines 15-17: query b */
+       side[me] = S_ABOVE; m_i = hi[me];
+       if :: plan[me] = TAKE1 :: plan[me] = GIVE1 :: plan[me] = GIVE_ALL fi
+    fi;
+    assert(nfull(vq[m_i]));
+    vq[m_i]!me; inflight[me]++;
+    attempting[me] = true;
+    m_i = 0
+  }
+}
+
+/* the application of node me receives one queued message (the lowest vnode it holds any for) */
+inline app_receive(me) {
+  d_step {
+    (APPS > 0 && ((OWNS(me, 0) && held[0] > 0) || (V > 1 && OWNS(me, 1 % V) && held[1 % V] > 0)
+     || (V > 2 && OWNS(me, 2 % V) && held[2 % V] > 0) || (V > 3 && OWNS(me, 3 % V) && held[3 % V] > 0)
+     || (V > 4 && OWNS(me, 4 % V) && held[4 % V] > 0) || (V > 5 && OWNS(me, 5 % V) && held[5 % V] > 0)
+     || (V > 6 && OWNS(me, 6 % V) && held[6 % V] > 0) || (V > 7 && OWNS(me, 7 % V) && held[7 % V] > 0))) ->
+    m_k = lo[me];
+    do
+    :: held[m_k] > 0 -> break
+    :: else -> m_k++
+    od;
+    held[m_k]--; delivered[m_k]++;
+    assert(delivered[m_k] == 1);  /* at most once */
+    m_k = 0
+  }
+}
+
+proctype Node(byte me) {
+end:
+  do
+  :: begin(me)
+#ifndef FINE_FAIRNESS
+  RECV(0) RECV(1) RECV(2) RECV(3) RECV(4) RECV(5)
+#endif
+#ifdef QUERY_INBOX
+  :: d_step { qin[me]?m_i -> on_query(me, m_i); m_i = 0 }
+#endif
+  :: app_receive(me)
+  od
+}
+
+/* ---- the overlay: a message to virtual node v reaches whoever assumes v when it is delivered, and waits
+ * while nobody does ---- */
+#ifdef QUERY_INBOX
+#define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); assert(nfull(qin[m_o])); qin[m_o]!m_i; m_i = 0; m_o = 0
+#else
+#define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); on_query(m_o, m_i); m_i = 0; m_o = 0
+#endif
+#define DELIVER(on, v) \
+  :: d_step { (on && nempty(vq[v]) && OWNED(v)) -> DELIVER_QUERY(v) } \
+  :: d_step { (on && pend[v] > 0 && OWNED(v)) -> pend[v]--; held[v]++ }
+#ifdef FINE_FAIRNESS
+/* one process per virtual node, so that weak fairness applies to each vnode's deliveries on its own */
+proctype VNode(byte v) {
+end:
+  do
+  DELIVER(true, v)
+  od
+}
+#else
+/* one process for all virtual nodes (options unrolled for up to 8) */
+proctype Overlay() {
+end:
+  do
+  DELIVER(true, 0) DELIVER(V > 1, 1 % V) DELIVER(V > 2, 2 % V) DELIVER(V > 3, 3 % V)
+  DELIVER(V > 4, 4 % V) DELIVER(V > 5, 5 % V) DELIVER(V > 6, 6 % V) DELIVER(V > 7, 7 % V)
+  od
+}
+#endif
+
+/* when nothing can move any more: everything settled, nothing lost */
+proctype Final() {
+  timeout ->
+  d_step {
+    m_i = 0;
+    do
+    :: m_i < N ->
+       assert(!locked[m_i] && !attempting[m_i] && phase[m_i] == PH_IDLE && inflight[m_i] == 0);
+       assert(tr_lo[m_i] == tr_hi[m_i]);
+       m_i++
+    :: else -> break
+    od;
+    m_i = 0;
+    do
+    :: m_i < N * (N - 1) -> assert(len(link[m_i]) == 0); m_i++
+    :: else -> break
+    od;
+    m_i = 0;
+    do
+    :: m_i < V ->
+       assert(len(vq[m_i]) == 0 && pend[m_i] == 0 && held[m_i] == 0);
+       assert(delivered[m_i] == (APP0 <= m_i && m_i < APP0 + APPS -> 1 : 0));  /* exactly once */
+       m_i++
+    :: else -> break
+    od;
+    check_cover()
+  }
+}
+
+init {
+  atomic {
+    m_i = 0;
+    do
+    :: m_i < N ->
+       holder[m_i] = NONE;
+#ifndef UNBOUNDED
+       tries[m_i] = ATTEMPTS;
+#endif
+#if INIT == 0
+       if :: m_i == 0 -> lo[0] = 0; hi[0] = V :: else -> skip fi;
+#else
+       if
+       :: m_i < N - 1 -> lo[m_i] = (m_i * V) / (N - 1); hi[m_i] = ((m_i + 1) * V) / (N - 1);
+          if :: lo[m_i] == hi[m_i] -> lo[m_i] = 0; hi[m_i] = 0 :: else -> skip fi
+       :: else -> skip
+       fi;
+#endif
+       m_i++
+    :: else -> break
+    od;
+    check_cover();
+    /* the application messages: one to each of vnodes APP0 .. APP0+APPS-1. They are all sent before anything else
+     * happens: a message sent later behaves as one sent now and left waiting in the overlay until then, since
+     * delivery (VNode) and reception (app_receive) are separate steps at nondeterministic times anyway */
+    m_i = 0;
+    do
+    :: m_i < APPS -> pend[APP0 + m_i] = 1; m_i++
+    :: else -> break
+    od;
+    m_i = 0;
+    do
+    :: m_i < N -> run Node(m_i); m_i++
+    :: else -> break
+    od;
+#ifdef FINE_FAIRNESS
+    m_i = 0;
+    do
+    :: m_i < N ->
+       m_j = 0;
+       do
+       :: m_j < N && m_j != m_i -> run Link(m_i, m_j); m_j++
+       :: m_j < N && m_j == m_i -> m_j++
+       :: else -> break
+       od;
+       m_i++
+    :: else -> break
+    od;
+    m_i = 0; m_j = 0;
+    do
+    :: m_i < V -> run VNode(m_i); m_i++
+    :: else -> break
+    od;
+#else
+    run Overlay();
+#endif
+    run Final();
+  }
+}
+
+#ifdef LIVENESS
+/* under weak fairness every lock attempt ends (attempts_end), every lock is eventually free again
+ * (locks_free), and both at once (live, the one check.sh runs) */
+#define ENDS(x) ((x) -> <> !(x))
+#if N == 3
+#define ALL_ATTEMPTS (ENDS(attempting[0]) && ENDS(attempting[1]) && ENDS(attempting[2]))
+#define ALL_LOCKS (ENDS(locked[0]) && ENDS(locked[1]) && ENDS(locked[2]))
+#define QUIET (!attempting[0] && !attempting[1] && !attempting[2] && !locked[0] && !locked[1] && !locked[2])
+#elif N == 4
+#define ALL_ATTEMPTS (ENDS(attempting[0]) && ENDS(attempting[1]) && ENDS(attempting[2]) && ENDS(attempting[3]))
+#define ALL_LOCKS (ENDS(locked[0]) && ENDS(locked[1]) && ENDS(locked[2]) && ENDS(locked[3]))
+#define QUIET (!attempting[0] && !attempting[1] && !attempting[2] && !attempting[3] && !locked[0] && !locked[1] \
+               && !locked[2] && !locked[3])
+#else
+#define ALL_ATTEMPTS (ENDS(attempting[0]) && ENDS(attempting[1]))
+#define ALL_LOCKS (ENDS(locked[0]) && ENDS(locked[1]))
+#define QUIET (!attempting[0] && !attempting[1] && !locked[0] && !locked[1])
+#endif
+ltl live { [] (ALL_ATTEMPTS && ALL_LOCKS) }
+/* stronger, and only true with a bound on attempts: every run ends with no attempt and no lock */
+ltl quiesce { <> [] (QUIET) }
+ltl attempts_end { [] ALL_ATTEMPTS }
+ltl locks_free { [] ALL_LOCKS }
+#endif
