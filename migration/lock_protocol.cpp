@@ -282,6 +282,11 @@ void lock_protocol::on_give_request(vp_t q, interval t) {
   host_.give(t, q);
 }
 
+// t, adjacent to the interval (or the interval empty), joins it.
+void lock_protocol::absorb(interval t) {
+  interval_ = interval_.empty() ? t : interval{std::min(t.lo, interval_.lo), std::max(t.hi, interval_.hi)};
+}
+
 void lock_protocol::released(interval t) {
   if (t == interval_) {
     interval_ = {};
@@ -302,7 +307,7 @@ bool lock_protocol::arrived(interval t, vp_t giver) {
                     interval_.lo, interval_.hi);
     return false;
   }
-  interval_ = interval_.empty() ? t : interval{std::min(t.lo, interval_.lo), std::max(t.hi, interval_.hi)};
+  absorb(t);
   const bool initiator = holder_ == self_;
   locked_ = false;
   holder_ = 0;
@@ -317,7 +322,7 @@ bool lock_protocol::arrived(interval t, vp_t giver) {
 
 void lock_protocol::decline(interval t) {
   if (!transfer_ || transfer_->giver != self_ || transfer_->what != t) return;
-  interval_ = interval_.empty() ? t : interval{std::min(t.lo, interval_.lo), std::max(t.hi, interval_.hi)};
+  absorb(t);
   transfer_->declined = true;
 }
 

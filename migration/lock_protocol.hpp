@@ -117,6 +117,7 @@ class lock_protocol {
   bool adjacent_as_intended(interval s) const;  // lines 34 and 54
   void both_locks_held(vp_t q, interval s);     // after line 56 or 62: apply the plan
   interval plan_interval(interval s) const;     // T, from I and S
+  void absorb(interval t);                      // I = I + t, t adjacent to I (or I empty)
   void end_attempt(outcome o);
   void send(vp_t to, kind k, interval span = {});
 

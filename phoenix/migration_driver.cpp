@@ -54,8 +54,13 @@ vp_t migration_driver::random_vnode() { return std::uniform_int_distribution<vp_
 
 void migration_driver::give(interval t, vp_t taker) {
   if (!pack_) return give_now(t, taker);
+  queue_step({step_kind::give, t, taker});
+}
+
+void migration_driver::queue_step(const step& s) {
   std::lock_guard lock(steps_mu_);
-  steps_.push_back({step_kind::give, t, taker});
+  steps_.push_back(s);
+  pending_.fetch_add(1, std::memory_order_release);
 }
 
 void migration_driver::give_now(interval t, vp_t taker) {
@@ -159,8 +164,7 @@ void migration_driver::finish_arrival(bool unpacked) {
   }
   if (unpack_ && !unpacked) {
     arrival_ready_ = true;
-    std::lock_guard lock(steps_mu_);
-    steps_.push_back({step_kind::arrive, in_->what, in_->giver});
+    queue_step({step_kind::arrive, in_->what, in_->giver});
     return;
   }
   const incoming done = std::move(*in_);
@@ -195,20 +199,16 @@ void migration_driver::on_packet(const overlay::packet& p) {
 
 // --- application steps --------------------------------------------------------------------------------------
 
-bool migration_driver::has_pending() const {
-  std::lock_guard lock(steps_mu_);
-  return !steps_.empty();
-}
-
 int migration_driver::run_pending(progress_engine& progress) {
   int ran = 0;
-  for (;;) {
+  while (has_pending()) {
     step s;
     {
       std::lock_guard lock(steps_mu_);
-      if (steps_.empty()) return ran;
+      if (steps_.empty()) break;  // another application thread took it
       s = steps_.front();
       steps_.pop_front();
+      pending_.fetch_sub(1, std::memory_order_relaxed);
     }
     ++ran;
     if (s.what == step_kind::give) {
@@ -242,6 +242,7 @@ int migration_driver::run_pending(progress_engine& progress) {
       progress.call([&] { finish_arrival(true); });
     }
   }
+  return ran;
 }
 
 }  // namespace phoenix

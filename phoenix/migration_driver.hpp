@@ -13,6 +13,7 @@
 // Threads: everything but run_pending() must be called holding the node's progress token.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -48,7 +49,8 @@ class migration_driver final : public migration::lock_protocol::host {
   // Set before migrating; without them no application state moves.
   void set_handlers(Node::PackFn pack, Node::UnpackFn unpack);
 
-  bool has_pending() const;
+  // Cheap enough for the receive path's every turn: one atomic load, no lock.
+  bool has_pending() const { return pending_.load(std::memory_order_acquire) > 0; }
   // Runs the pending pack and unpack steps on the calling (application) thread, taking the token in between;
   // returns how many ran.
   int run_pending(progress_engine& progress);
@@ -106,8 +108,11 @@ class migration_driver final : public migration::lock_protocol::host {
   std::optional<incoming> in_;
   bool arrival_ready_ = false;  // in_ is complete and waits for its unpack step
 
-  mutable std::mutex steps_mu_;  // steps_ is filled on the I/O context and drained by application threads
+  void queue_step(const step& s);
+
+  std::mutex steps_mu_;  // steps_ is filled on the I/O context and drained by application threads
   std::deque<step> steps_;
+  std::atomic<std::size_t> pending_{0};  // steps_.size(), readable without the lock
   bool assertion_failed_ = false;
 };
 

@@ -107,14 +107,17 @@ class Node::Impl {
   std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
   void release_and_requeue(Interval s);  // holding the token
   bool assume_now(Interval s);           // holding the token; false if it overlaps
-  void sync_migration_interval();         // holding the token: the protocol learns what the node assumes
-  bool migration_involved() const;        // holding the token: an attempt or a lock is under way
+  void sync_migration_interval();        // holding the token: the protocol learns what the node assumes
+  bool migration_involved() const;       // holding the token: an attempt or a lock is under way
   // Drives the node and runs pending migration steps until done() (evaluated holding the token) or the
   // deadline; returns done()'s last value.
   bool drive_migration(const std::function<bool()>& done, clock::time_point deadline);
   // One protocol attempt, to its end or the deadline.
   migration::outcome one_attempt(const migration::plan& p, clock::time_point deadline);
   void back_off(std::chrono::milliseconds& backoff, clock::time_point deadline);
+  std::optional<migration::interval> current_interval() {  // the protocol's I; nullopt: several intervals
+    return progress_->call([&] { return migration_->protocol().current(); });
+  }
   std::mt19937_64 backoff_rng_{std::random_device{}()};
 };
 
@@ -224,7 +227,8 @@ std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline) 
   std::optional<Message> got;
   for (;;) {
     migration_->run_pending(*progress_);
-    progress_->drive_until([&] { return (got = take(tag)).has_value() || migration_->has_pending(); }, deadline);
+    progress_->drive_until([&] { return (got = take(tag)).has_value() || migration_->has_pending(); },
+                           deadline);
     if (got || !migration_->has_pending()) return got;
   }
 }
@@ -338,7 +342,8 @@ bool Node::Impl::assume_now(Interval s) {
 void Node::Impl::sync_migration_interval() {
   const auto all = overlay_->assumed().intervals();
   if (all.size() > 1) return migration_->protocol().set_interval(std::nullopt);
-  migration_->protocol().set_interval(all.empty() ? migration::interval{} : migration::interval{all[0].lo, all[0].hi});
+  migration_->protocol().set_interval(all.empty() ? migration::interval{}
+                                                  : migration::interval{all[0].lo, all[0].hi});
 }
 
 bool Node::Impl::migration_involved() const {
@@ -379,12 +384,11 @@ void Node::Impl::back_off(std::chrono::milliseconds& backoff, clock::time_point 
 std::error_code Node::Impl::join(std::chrono::milliseconds timeout) {
   if (!running_) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
-  auto current = [&] { return progress_->call([&] { return migration_->protocol().current(); }); };
-  if (const auto i = current(); !i || !i->empty()) return make_error_code(PH_ESTATE);
+  if (const auto i = current_interval(); !i || !i->empty()) return make_error_code(PH_ESTATE);
   std::chrono::milliseconds backoff = backoff_first;
   for (;;) {
     const auto o = one_attempt({migration::plan::action::take_half, migration::side::any, 0}, deadline);
-    if (const auto i = current(); i && !i->empty()) return {};
+    if (const auto i = current_interval(); i && !i->empty()) return {};
     if (o == migration::outcome::running || clock::now() >= deadline) return make_error_code(PH_ETIMEDOUT);
     back_off(backoff, deadline);
   }
@@ -393,8 +397,7 @@ std::error_code Node::Impl::join(std::chrono::milliseconds timeout) {
 std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
   if (!running_) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
-  auto current = [&] { return progress_->call([&] { return migration_->protocol().current(); }); };
-  auto i = current();
+  auto i = current_interval();
   if (!i) return make_error_code(PH_ESTATE);
   if (i->empty()) return {};
   if (i->lo == 0 && i->hi == config_.space_size) return make_error_code(PH_ESTATE);
@@ -402,12 +405,13 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
   std::chrono::milliseconds backoff = backoff_first;
   for (;;) {
     const auto o = one_attempt({migration::plan::action::give_all, side, 0}, deadline);
-    i = current();
+    i = current_interval();
     if (!i || i->empty()) return {};
     if (o == migration::outcome::running || clock::now() >= deadline) return make_error_code(PH_ETIMEDOUT);
     // Alternate between the two neighbours while both exist: one of them may be busy for a while.
     const auto other = side == migration::side::below ? migration::side::above : migration::side::below;
-    if ((other == migration::side::below && i->lo > 0) || (other == migration::side::above && i->hi < config_.space_size))
+    if ((other == migration::side::below && i->lo > 0) ||
+        (other == migration::side::above && i->hi < config_.space_size))
       side = other;
     back_off(backoff, deadline);
   }
@@ -417,10 +421,14 @@ std::error_code Node::Impl::migrate(const migration::plan& p, std::chrono::milli
   if (!running_) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
   switch (one_attempt(p, deadline)) {
-    case migration::outcome::none: return make_error_code(PH_ESTATE);
-    case migration::outcome::running: return make_error_code(PH_ETIMEDOUT);
-    case migration::outcome::moved: return {};
-    default: return make_error_code(PH_EBUSY);
+    case migration::outcome::none:
+      return make_error_code(PH_ESTATE);
+    case migration::outcome::running:
+      return make_error_code(PH_ETIMEDOUT);
+    case migration::outcome::moved:
+      return {};
+    default:
+      return make_error_code(PH_EBUSY);
   }
 }
 
@@ -442,7 +450,8 @@ std::error_code Node::Impl::finalize(const char* log_out) {
     overlay_->begin_shutdown();
   });
   if (!progress_->drive_until([&] { return overlay_->is_drained(); }, clock::now() + drain_timeout))
-    logger()->warn("{}: links did not drain within {} s; logging what is left", config_.name, drain_timeout.count());
+    logger()->warn("{}: links did not drain within {} s; logging what is left", config_.name,
+                   drain_timeout.count());
   progress_->call([&] { overlay_->say_goodbye_and_close(); });
   progress_->drive_until([&] { return overlay_->is_quiet(); }, clock::now() + goodbye_timeout);
   progress_->stop_background();
@@ -477,7 +486,9 @@ Node::~Node() {
   if (impl_->running_) impl_->finalize(nullptr);
 }
 
-std::error_code Node::initialize(std::string_view port, const char* log_in) { return impl_->initialize(port, log_in); }
+std::error_code Node::initialize(std::string_view port, const char* log_in) {
+  return impl_->initialize(port, log_in);
+}
 
 std::error_code Node::add_port(std::string_view peer) {
   if (!impl_->running_) return make_error_code(PH_ESTATE);
@@ -494,7 +505,9 @@ std::string Node::local_port() const { return impl_->local_port_; }
 std::error_code Node::finalize(const char* log_out) { return impl_->finalize(log_out); }
 bool Node::running() const { return impl_->running_; }
 
-std::error_code Node::send(vp_t dest, int tag, std::span<const std::byte> data) { return impl_->send(dest, tag, data); }
+std::error_code Node::send(vp_t dest, int tag, std::span<const std::byte> data) {
+  return impl_->send(dest, tag, data);
+}
 std::error_code Node::send(vp_t dest, int tag, Bytes&& body) { return impl_->send(dest, tag, std::move(body)); }
 
 std::optional<Message> Node::recv(int tag) { return impl_->receive(tag, clock::time_point::max()); }
@@ -517,7 +530,8 @@ std::error_code Node::set_state_handlers(PackFn pack, UnpackFn unpack) {
 std::error_code Node::join(std::chrono::milliseconds timeout) { return impl_->join(timeout); }
 std::error_code Node::leave(std::chrono::milliseconds timeout) { return impl_->leave(timeout); }
 int Node::poll() { return impl_->poll(); }
-std::error_code Node::migrate(MigrationAction action, Side side, vp_t count, std::chrono::milliseconds timeout) {
+std::error_code Node::migrate(MigrationAction action, Side side, vp_t count,
+                              std::chrono::milliseconds timeout) {
   migration::plan p;
   p.what = static_cast<migration::plan::action>(action);
   p.where = side == Side::below ? migration::side::below : migration::side::above;
@@ -553,7 +567,14 @@ std::size_t Node::drop_links() {
 RoutingSnapshot Node::routing_snapshot() const {
   RoutingSnapshot s;
   if (!impl_->running_) return s;
-  const auto v = impl_->progress_->call([&] { return impl_->overlay_->view(); });
+  // One turn with the token: the overlay's view and the migration state are of the same instant.
+  const auto v = impl_->progress_->call([&] {
+    const auto& p = impl_->migration_->protocol();
+    s.migration_locked = p.locked();
+    s.migration_lock_holder = p.locked() ? p.holder() : 0;
+    s.migration_attempting = p.busy();
+    return impl_->overlay_->view();
+  });
   s.self = v.self;
   s.seqno = v.seqno;
   for (const auto& i : v.assumed) s.assumed.push_back({i.lo, i.hi});
@@ -562,16 +583,11 @@ RoutingSnapshot Node::routing_snapshot() const {
     for (const auto& i : r.intervals) ri.intervals.push_back({i.lo, i.hi});
     s.routes.push_back(std::move(ri));
   }
-  for (const auto& l : v.links) s.links.push_back({l.peer, l.address, l.state, l.outbound, l.unacked, l.bytes_queued});
+  for (const auto& l : v.links)
+    s.links.push_back({l.peer, l.address, l.state, l.outbound, l.unacked, l.bytes_queued});
   s.waiting_messages = v.waiting_messages;
   s.waiting_bytes = v.waiting_bytes;
   s.links_lost = v.links_lost;
-  impl_->progress_->call([&] {
-    const auto& p = impl_->migration_->protocol();
-    s.migration_locked = p.locked();
-    s.migration_lock_holder = p.locked() ? p.holder() : 0;
-    s.migration_attempting = p.busy();
-  });
   return s;
 }
 
