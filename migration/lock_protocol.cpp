@@ -31,7 +31,7 @@ void lock_protocol::end_attempt(outcome o) {
 // --- Figure 2 -----------------------------------------------------------------------------------------------
 
 bool lock_protocol::begin(const plan& p) {
-  if (locked_ || attempting_ || !migratable_) return false;  // lines 9, 12, 15: s = FREE and not l
+  if (locked_ || attempting_ || !migratable_ || closing_) return false;  // lines 9, 12, 15: s = FREE and not l
   vp_t v = 0;
   side where = p.where;
   if (interval_.empty()) {
@@ -87,6 +87,8 @@ void lock_protocol::on_message(const message& m) {
       return on_give_request(q, m.span);
     case kind::done:
       return on_done(q, m.span);
+    case kind::withdraw:
+      return on_withdraw(q);
     case kind::state_begin:
     case kind::state_chunk:
     case kind::state_ack:
@@ -112,11 +114,12 @@ bool lock_protocol::adjacent_as_intended(interval s) const {
 
 // Lines 20-32.
 void lock_protocol::on_query(vp_t q) {
-  if (!migratable_) {
-    send(q, kind::fail1);  // a node with several intervals sits migration out
-  } else if (q == self_) {
+  if (q == self_) {
     if (attempting_) end_attempt(outcome::failed);  // line 22: the query came back to its sender
+  } else if (!migratable_ || closing_) {
+    send(q, kind::fail1);  // a node with several intervals sits migration out, a closing node too
   } else if (q < self_) {
+    ++invited_[q];                             // answered by lock2 or withdraw
     send(q, kind::lock_you_first, interval_);  // line 25: q must lock itself before p
   } else if (!locked_) {
     locked_ = true;  // line 28: grant p's lock to q
@@ -130,7 +133,8 @@ void lock_protocol::on_query(vp_t q) {
 // Lines 33-40.
 void lock_protocol::on_lock_you_first(vp_t q, interval s) {
   if (!attempting_) {
-    logger()->warn("{:x}: lock_you_first from {:x} without an attempt; ignored", self_, q);
+    logger()->warn("{:x}: lock_you_first from {:x} without an attempt; withdrawn", self_, q);
+    send(q, kind::withdraw);
     return;
   }
   if (!locked_ && adjacent_as_intended(s)) {
@@ -141,12 +145,25 @@ void lock_protocol::on_lock_you_first(vp_t q, interval s) {
     send(q, kind::lock2, s);
   } else {
     end_attempt(outcome::failed);  // line 39
+    send(q, kind::withdraw);       // decision 6: q stops waiting for a lock2
   }
 }
 
+void lock_protocol::answered_invitation(vp_t q) {
+  const auto it = invited_.find(q);
+  if (it == invited_.end()) {
+    logger()->warn("{:x}: an answer from {:x} to an invitation never sent", self_, q);
+  } else if (--it->second == 0) {
+    invited_.erase(it);
+  }
+}
+
+void lock_protocol::on_withdraw(vp_t q) { answered_invitation(q); }
+
 // Lines 41-48.
 void lock_protocol::on_lock2(vp_t q, interval s) {
-  if (!locked_ && migratable_ && interval_ == s) {
+  answered_invitation(q);
+  if (!locked_ && migratable_ && !closing_ && interval_ == s) {
     locked_ = true;  // line 44: grant the lock to q
     holder_ = q;
     send(q, kind::ok2);

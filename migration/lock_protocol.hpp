@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 
 #include "migration/message.hpp"
@@ -81,6 +82,11 @@ class lock_protocol {
   // answers every query with fail1 and every lock2 with fail2).
   void set_interval(std::optional<interval> i);
 
+  // The node is about to finalize (docs/migration.md, "Leaving in the middle"): it begins no attempt and
+  // grants no lock from now on (queries get fail1, lock2 gets fail2), while what is under way runs to its end.
+  void close() { closing_ = true; }
+  bool closing() const { return closing_; }
+
   vp_t self() const { return self_; }
   bool locked() const { return locked_; }          // s
   vp_t holder() const { return holder_; }          // h, while locked
@@ -91,6 +97,12 @@ class lock_protocol {
   outcome last_outcome() const { return outcome_; }
   interval last_moved() const { return moved_; }  // what the last successful attempt moved
   bool transferring() const { return transfer_.has_value(); }
+  // A lock_you_first this node sent is not yet answered (by lock2 or withdraw): its sender may still ask for
+  // this node's lock, so the node must stay until it has answered that (decision 6).
+  bool invitations_open() const { return !invited_.empty(); }
+  // Everything that needs this node to stay: an attempt of its own, a lock it holds or granted, an open
+  // invitation.
+  bool involved() const { return attempting_ || locked_ || transfer_.has_value() || !invited_.empty(); }
 
  private:
   struct transfer {
@@ -113,6 +125,8 @@ class lock_protocol {
   // The transfer.
   void on_give_request(vp_t q, interval t);
   void on_done(vp_t q, interval t);
+  void on_withdraw(vp_t q);
+  void answered_invitation(vp_t q);  // lock2 or withdraw from q
 
   bool adjacent_as_intended(interval s) const;  // lines 34 and 54
   void both_locks_held(vp_t q, interval s);     // after line 56 or 62: apply the plan
@@ -129,6 +143,10 @@ class lock_protocol {
   interval interval_;        // I
   bool migratable_ = true;   // assumes one interval (or none)
   bool attempting_ = false;  // l
+  bool closing_ = false;
+  // lock_you_first sent to q and not yet answered, per q (a count: q's next query may overtake the withdraw
+  // that ended its previous attempt, as they travel different ways).
+  std::map<vp_t, std::uint32_t> invited_;
 
   // The initiator's attempt.
   plan plan_;

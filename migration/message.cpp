@@ -36,6 +36,8 @@ std::string_view to_string(kind k) {
       return "state_ack";
     case kind::done:
       return "done";
+    case kind::withdraw:
+      return "withdraw";
   }
   return "unknown";
 }
@@ -57,7 +59,7 @@ Bytes encode(const message& m) {
 std::optional<message> decode(std::span<const std::byte> body) {
   if (body.size() < message_head_bytes) return std::nullopt;
   const auto k = static_cast<std::uint8_t>(body[0]);
-  if (k < static_cast<std::uint8_t>(kind::query) || k > static_cast<std::uint8_t>(kind::done))
+  if (k < static_cast<std::uint8_t>(kind::query) || k > static_cast<std::uint8_t>(kind::withdraw))
     return std::nullopt;
   message m;
   m.what = static_cast<kind>(k);

@@ -43,6 +43,8 @@ enum class kind : std::uint8_t {
   state_chunk = 12,   // (p, T, index, bytes)
   state_ack = 13,     // (p, T, index): the taker has chunk `index`
   done = 14,          // (p, T): the taker assumes T
+  // the answer to lock_you_first when no lock2 follows (docs/migration.md, decision 6)
+  withdraw = 15,  // (p): line 39 -> the responder stops waiting for lock2
 };
 
 std::string_view to_string(kind k);

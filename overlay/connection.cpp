@@ -140,12 +140,18 @@ bool connection::on_handshake_frame(frame_view& f) {
   return false;
 }
 
+void connection::send_goodbye() {
+  goodbye_sent_ = true;
+  send_control(make_ack_frame(frame_type::goodbye, session_ ? session_->received() : 0));
+}
+
 bool connection::on_data_frame(frame_view& f) {
   data_head head;
   if (decode_data_head(f.payload, head) != frame_error::none || !session_) {
     fail(session_ ? "protocol error: malformed data frame" : "data frame before the link was attached");
     return false;
   }
+  if (goodbye_sent_) return handle_ack(head.ack);  // the peer sends it elsewhere (send_goodbye)
   switch (session_->on_receive(head.seq)) {
     case link_session::receipt::duplicate:
       return handle_ack(head.ack);

@@ -79,6 +79,10 @@ class connection : public std::enable_shared_from_this<connection> {
   link_session* session() const { return session_; }
   void send_control(std::vector<std::byte> frame);  // a whole frame (header + payload)
   void kick();                                       // the session has something new to send
+  // This node is going for good: tell the peer how far it received (the goodbye frame) and accept no data
+  // after it, so that the peer sends everything beyond another way and nothing is both kept here and resent
+  // (normally nothing comes: the peer acknowledged `leaving` before and routes nothing more to this node).
+  void send_goodbye();
 
   state current_state() const { return state_; }
   bool is_up() const { return state_ == state::up; }
@@ -118,6 +122,7 @@ class connection : public std::enable_shared_from_this<connection> {
   const std::string remote_;
   state state_ = state::handshake;
   bool refused_ = false;
+  bool goodbye_sent_ = false;
   handshake hs_;
   node_id peer_ = 0;
   std::string peer_name_;

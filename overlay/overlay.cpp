@@ -548,8 +548,9 @@ void overlay::say_goodbye_and_close() {
   for (auto& d : dialers_) d->timer->cancel();
   for (auto& [id, nb] : neighbours_) {
     if (!nb->conn || !nb->conn->is_up()) continue;
-    // Acknowledge everything received, so the neighbour resends nothing to an incarnation that is gone.
-    nb->conn->send_control(make_ack_frame(frame_type::goodbye, nb->session.received()));
+    // Acknowledge everything received, so the neighbour resends nothing to an incarnation that is gone, and
+    // take nothing more: what the neighbour sends from now on it routes another way when the link closes.
+    nb->conn->send_goodbye();
   }
 }
 

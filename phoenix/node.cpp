@@ -441,8 +441,12 @@ int Node::Impl::poll() {
 
 std::error_code Node::Impl::finalize(const char* log_out) {
   if (!running_) return make_error_code(PH_ESTATE);
-  // A migration this node takes part in ends first (both its ends hold locks the other waits on).
-  if (!drive_migration([&] { return !migration_involved(); }, clock::now() + migration_settle_timeout))
+  // A migration this node takes part in ends first (both its ends hold locks the other waits on), and so does
+  // every lock_you_first it sent: its sender may still ask for this node's lock. Closing, the node starts
+  // nothing new and grants no lock (docs/migration.md, "Leaving in the middle").
+  progress_->call([&] { migration_->protocol().close(); });
+  if (!drive_migration([&] { return !migration_->protocol().involved(); },
+                       clock::now() + migration_settle_timeout))
     logger()->warn("{}: finalizing in the middle of a migration", config_.name);
   running_ = false;
   progress_->call([&] {

@@ -97,6 +97,17 @@ struct app_state {
   }
 };
 
+// What a process still holds for sending when it stops: messages waiting for a route, and packets queued or
+// unacknowledged on each link. After every message retired, all of it is in flight or stuck.
+std::string holdings(const RoutingSnapshot& snap) {
+  std::string out = "waiting=" + std::to_string(snap.waiting_messages);
+  for (const auto& l : snap.links)
+    if (l.bytes_queued > 0)
+      out += " link:" + std::to_string(l.peer) + "(" + l.state + ")=" + std::to_string(l.frames_unacked) +
+             "unacked/" + std::to_string(l.bytes_queued) + "B";
+  return out;
+}
+
 int run_member(const spec& s, const member_args& a, const temp_dir& dir, const std::string& key,
                const ChildPipes& pipes) {
   Config c;
@@ -178,6 +189,7 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
   auto next_pause = started + 500ms;
   // quiet: the chaos is over here and no migration involves this process (no attempt, no lock).
   auto report_count = [&] {
+    std::fflush(receipts);  // what a process killed at the end received still counts
     const auto snap = node.running() ? node.routing_snapshot() : RoutingSnapshot{};
     const bool quiet = Clock::now() >= chaos_until && !snap.migration_locked && !snap.migration_attempting;
     report_line(pipes.report_fd, "COUNT " + a.child + " " + std::to_string(count) + " " +
@@ -257,8 +269,17 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
         return snap.migration_locked || snap.migration_attempting;
       };
       while (busy() && Clock::now() < settle) (void)node.recv_for(tag_data + 1, 5ms);
-      if (busy()) throw std::runtime_error("a migration attempt or lock outlived the chaos by 10 s");
+      if (busy()) {
+        // Written at once: unwinding finalizes the node, which waits for the migration first.
+        const auto snap = node.routing_snapshot();
+        std::ofstream(dir / ("stuck-" + a.child))
+            << "resource " << snap.self << ": locked " << snap.migration_locked << " by "
+            << snap.migration_lock_holder << ", attempting " << snap.migration_attempting << '\n';
+        throw std::runtime_error("a migration attempt or lock outlived the chaos by 10 s");
+      }
       report_count();
+      const auto snap = node.routing_snapshot();
+      std::ofstream(dir / ("holds-" + a.child)) << "resource " << snap.self << ": " << holdings(snap) << '\n';
       if (auto ec = node.finalize()) throw std::runtime_error("finalize: " + ec.message());
       app.save(dir / ("final-" + a.child));
       break;
@@ -332,8 +353,11 @@ void check_receipts(const spec& s, const temp_dir& dir, result& r) {
   std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> seen;
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> final_hop;  // message -> its last hop
   std::map<std::uint64_t, std::uint64_t> per_vnode;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::string> last_seen;  // message -> its latest receipt
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> last_hop;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
-    if (entry.path().filename().string().rfind("receipts-", 0) != 0) continue;
+    const auto name = entry.path().filename().string();
+    if (name.rfind("receipts-", 0) != 0) continue;
     std::ifstream in(entry.path());
     std::uint32_t origin, seq, hop;
     std::uint64_t dest;
@@ -343,6 +367,11 @@ void check_receipts(const spec& s, const temp_dir& dir, result& r) {
       ++per_vnode[dest];
       if (!seen.insert({origin, seq, hop}).second) ++r.duplicates;
       if (last) final_hop[{origin, seq}] = hop;
+      if (auto& h = last_hop[{origin, seq}]; hop >= h) {
+        h = hop;
+        last_seen[{origin, seq}] = "hop " + std::to_string(hop) + " received by " + name.substr(9) +
+                                   " for virtual node " + std::to_string(dest);
+      }
     }
   }
   // Every message's chain of receipts runs from hop 1 to the hop that ended it, each hop once; a message lost
@@ -352,7 +381,12 @@ void check_receipts(const spec& s, const temp_dir& dir, result& r) {
       const auto id = std::make_pair(static_cast<std::uint32_t>(o), static_cast<std::uint32_t>(k));
       const auto end = final_hop.find(id);
       const std::uint32_t hops = end == final_hop.end() ? 0 : end->second;
-      if (end == final_hop.end()) ++r.missing;
+      if (end == final_hop.end()) {
+        if (++r.missing <= 10)
+          r.errors.push_back("message " + std::to_string(o) + "/" + std::to_string(k) +
+                             " never retired; last " +
+                             (last_seen.count(id) ? last_seen[id] : std::string("receipt: none")));
+      }
       r.expected += hops;
       for (std::uint32_t h = 1; h <= hops; ++h) r.missing += !seen.count({id.first, id.second, h});
     }
@@ -489,9 +523,13 @@ result run(const spec& s, void (*progress)(const std::string&)) {
       retired += n;
       per_process += " " + group.name(c) + "=" + std::to_string(n);
     }
-    r.errors.push_back("not every message retired before the deadline: " + std::to_string(retired) + " of " +
-                       std::to_string(s.origins * s.messages) + " (" + per_process + " ), rejoined " +
-                       std::to_string(r.rejoined) + ", resumed " + std::to_string(r.resumed));
+    std::string busy;
+    for (auto [c, q] : quiet)
+      if (!q && !exited.count(c)) busy += " " + group.name(c);
+    r.errors.push_back("the run did not end before the deadline: " + std::to_string(retired) + " of " +
+                       std::to_string(s.origins * s.messages) + " messages retired (" + per_process +
+                       " ), rejoined " + std::to_string(r.rejoined) + ", resumed " + std::to_string(r.resumed) +
+                       ", still migrating or locked:" + (busy.empty() ? " none" : busy));
   }
   continue_due(Clock::time_point::max());  // nobody stays stopped
   if (!group.stop_all(30s)) r.errors.push_back("a process did not finish cleanly");
@@ -499,6 +537,16 @@ result run(const spec& s, void (*progress)(const std::string&)) {
   for (auto [c, n] : cuts) r.cuts += n;
   check_receipts(s, dir, r);
   check_ownership(dir, r);
+  // Diagnostics: the processes stuck in a migration, and (when a message went missing) what each still held.
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const auto name = entry.path().filename().string();
+    const bool stuck = name.rfind("stuck-", 0) == 0;
+    if (!stuck && (r.missing == 0 || name.rfind("holds-", 0) != 0)) continue;
+    std::string text;
+    std::getline(std::ifstream(entry.path()) >> std::ws, text);
+    r.errors.push_back(name.substr(6) + (stuck ? " still in a migration at the end: " : " held at the end: ") +
+                       text);
+  }
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "migration/lock_protocol.hpp"
@@ -16,7 +17,9 @@ namespace {
 
 // A network of lock_protocols. Messages are delivered in any order (one drawn at random from those in flight);
 // a message to a virtual node goes to whoever assumes it when it is delivered, and stays in flight while nobody
-// does, as ph_send promises. State transfers are one message, "state", from giver to taker.
+// does, as ph_send promises. State transfers are one message, "state", from giver to taker. A node may finalize
+// (close, then go once nothing needs it): a message to its name after that is lost, and counted; its interval
+// waits, with the queries to it, for the incarnation that resumes it.
 class sim {
  public:
   struct envelope {
@@ -65,6 +68,7 @@ class sim {
 
   lock_protocol* owner_of(vp_t v) {
     for (auto& n : nodes) {
+      if (gone.count(n->self())) continue;
       auto i = n->current();
       if (i && i->contains(v)) return n.get();
     }
@@ -81,6 +85,10 @@ class sim {
     const std::size_t pick = ready[std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(rng)];
     envelope e = std::move(flight[pick]);
     flight.erase(flight.begin() + static_cast<std::ptrdiff_t>(pick));
+    if (!e.to_vnode && gone.count(e.to)) {
+      ++lost_to_gone;
+      return true;
+    }
     lock_protocol& to = e.to_vnode ? *owner_of(e.to) : node(e.to);
     ++delivered;
     if (e.state) {
@@ -113,12 +121,34 @@ class sim {
     REQUIRE(next == space);
   }
 
+  // Closing nodes that nothing needs any more finalize: they are gone.
+  void finalize_closed() {
+    for (auto& n : nodes)
+      if (n->closing() && !n->involved()) gone.insert(n->self());
+  }
+
+  // Each node that finalized comes back as a new incarnation (a new name) assuming the same interval.
+  void resume_gone() {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (!gone.count(nodes[i]->self()) || resumed.count(nodes[i]->self())) continue;
+      resumed.insert(nodes[i]->self());
+      const vp_t name = space + 10'000 + resumed.size();
+      auto h = std::make_unique<node_host>(*this, name);
+      auto n = std::make_unique<lock_protocol>(name, space, *h);
+      n->set_interval(nodes[i]->current());
+      nodes[i] = std::move(n);  // the old incarnation's name stays in `gone`
+      hosts[i] = std::move(h);
+    }
+  }
+
   vp_t space;
   std::mt19937_64 rng;
   std::vector<std::unique_ptr<node_host>> hosts;
   std::vector<std::unique_ptr<lock_protocol>> nodes;
   std::vector<envelope> flight;
   std::vector<interval> in_transit;
+  std::set<vp_t> gone, resumed;
+  int lost_to_gone = 0;
   int delivered = 0;
   int moves = 0;
   int expects = 0;
@@ -240,6 +270,57 @@ TEST_CASE("migration: an empty interval is never adjacent; a query returning to 
   CHECK_FALSE(p.attempting());
 }
 
+TEST_CASE("migration: lock_you_first is always answered, so its sender stays until it is (decision 6)") {
+  sim s(30, {{0, 10}, {10, 20}, {20, 30}}, 8);
+  lock_protocol& a = *s.nodes[0];  // smallest name
+  lock_protocol& b = *s.nodes[1];
+  lock_protocol& c = *s.nodes[2];
+  // a queries b; b invites a to lock itself first. Meanwhile c's attempt takes a's lock: a withdraws.
+  REQUIRE(a.begin(plan{plan::action::take, side::above, 1}));
+  REQUIRE(s.step());  // query -> b
+  CHECK(b.invitations_open());
+  CHECK(b.involved());
+  CHECK_FALSE(b.locked());
+  a.on_message(message{kind::query, c.self(), {}, 0, {}});  // a grants its lock to c (line 28)
+  REQUIRE(a.locked());
+  s.flight.erase(std::find_if(s.flight.begin(), s.flight.end(),
+                              [](const sim::envelope& e) { return e.m.what == kind::ok1; }));
+  REQUIRE(s.step());  // lock_you_first -> a, locked: line 39, and the withdraw
+  CHECK_FALSE(a.attempting());
+  REQUIRE(s.flight.size() == 1);
+  CHECK(s.flight[0].m.what == kind::withdraw);
+  REQUIRE(s.step());
+  CHECK_FALSE(b.invitations_open());
+  CHECK_FALSE(b.involved());
+}
+
+TEST_CASE("migration: a closing node starts nothing and grants no lock, but answers what it was asked") {
+  sim s(20, {{0, 10}, {10, 20}}, 9);
+  lock_protocol& a = *s.nodes[0];  // smaller name
+  lock_protocol& b = *s.nodes[1];
+  REQUIRE(a.begin(plan{plan::action::take, side::above, 1}));
+  REQUIRE(s.step());  // query -> b: lock_you_first back, an invitation open
+  b.close();
+  CHECK_FALSE(b.begin(plan{plan::action::give, side::below, 1}));
+  CHECK(b.involved());  // the invitation keeps b here
+  REQUIRE(s.step());    // lock_you_first -> a: a locks itself and sends lock2
+  CHECK(a.locked());
+  REQUIRE(s.step());  // lock2 -> b, closing: fail2
+  CHECK_FALSE(b.locked());
+  CHECK_FALSE(b.involved());
+  REQUIRE(s.step());  // fail2 -> a: its own lock freed
+  CHECK_FALSE(a.locked());
+  CHECK(a.last_outcome() == outcome::failed);
+  // A query to a closing node gets fail1, whichever name is smaller.
+  REQUIRE(a.begin(plan{plan::action::take, side::above, 1}));
+  REQUIRE(s.step());
+  REQUIRE(s.flight.size() == 1);
+  CHECK(s.flight[0].m.what == kind::fail1);
+  CHECK_FALSE(b.involved());
+  while (s.step()) s.check_cover();
+  CHECK_FALSE(a.attempting());
+}
+
 TEST_CASE("migration: a plan with nothing to move frees both locks") {
   sim s(11, {{0, 1}, {1, 11}}, 6);
   lock_protocol& p = *s.nodes[1];
@@ -275,9 +356,12 @@ TEST_CASE("migration: a side outside V starts nothing") {
 // Many nodes, many attempts, every interleaving the random scheduler finds: after every delivery the cover is
 // disjoint and complete and every arriving interval is adjacent to its taker's; at the end every attempt has
 // ended and every lock is free.
-TEST_CASE("migration: random runs keep the cover disjoint and complete, and every attempt ends") {
+TEST_CASE(
+    "migration: random runs keep the cover disjoint and complete, every attempt ends, and no message reaches "
+    "a node that finalized") {
   int total_moves = 0;
   int total_attempts = 0;
+  int total_finalized = 0;
   for (std::uint64_t seed = 1; seed <= 400; ++seed) {
     std::mt19937_64 rng(seed);
     const std::size_t n = std::uniform_int_distribution<std::size_t>(2, 7)(rng);
@@ -295,22 +379,37 @@ TEST_CASE("migration: random runs keep the cover disjoint and complete, and ever
           --attempts_left[i];
           ++total_attempts;
         }
+      } else if (std::uniform_int_distribution<int>(0, 150)(s.rng) == 0) {
+        s.nodes[std::uniform_int_distribution<std::size_t>(0, n - 1)(s.rng)]->close();  // it will finalize
       } else if (!s.step()) {
         if (std::all_of(attempts_left.begin(), attempts_left.end(), [](int a) { return a == 0; })) break;
       }
+      s.finalize_closed();
       s.check_cover();
     }
-    while (s.step()) s.check_cover();  // drain
+    for (int pass = 0; pass < 3; ++pass) {  // drain; the nodes that finalized resume, and drain again
+      while (s.step()) {
+        s.finalize_closed();
+        s.check_cover();
+      }
+      s.finalize_closed();
+      s.resume_gone();
+    }
+    total_finalized += static_cast<int>(s.gone.size());
     INFO("seed " << seed);
+    CHECK(s.lost_to_gone == 0);
     CHECK(s.flight.empty());
     CHECK(s.in_transit.empty());
     for (auto& node : s.nodes) {
       CHECK_FALSE(node->attempting());
       CHECK_FALSE(node->locked());
       CHECK_FALSE(node->transferring());
+      CHECK_FALSE(node->invitations_open());
     }
     total_moves += s.moves;
   }
-  MESSAGE(total_attempts << " attempts, " << total_moves << " intervals moved");
+  MESSAGE(total_attempts << " attempts, " << total_moves << " intervals moved, " << total_finalized
+                         << " nodes finalized and resumed");
+  CHECK(total_finalized > 100);
   CHECK(total_moves > total_attempts / 10);  // the runs do move state, not only fail
 }

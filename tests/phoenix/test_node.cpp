@@ -69,6 +69,45 @@ struct two_nodes {
   }
 };
 
+
+// n messages "0" .. "n-1" from `from` to the virtual nodes [500, 1000) in turn (tag 2), one every `gap`: a
+// steady stream, before, during and after whatever the test does meanwhile.
+std::thread stream_numbers(Node& from, int n, std::chrono::microseconds gap) {
+  return std::thread([&from, n, gap] {
+    for (int i = 0; i < n; ++i) {
+      const std::string text = std::to_string(i);
+      while (from.send(500 + static_cast<std::uint64_t>(i % 500), 2, text.data(), text.size()).value() ==
+             PH_EAGAIN)
+        std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(gap);
+    }
+  });
+}
+
+// Receives the n messages of stream_numbers at `at`: each exactly once, and nothing more.
+void expect_numbers_once(Node& at, int n) {
+  std::vector<int> seen(static_cast<std::size_t>(n), 0);
+  for (int i = 0; i < n; ++i) {
+    auto m = at.recv_for(2, 10s);
+    REQUIRE(m);
+    ++seen[static_cast<std::size_t>(std::stoi(payload_of(*m)))];
+  }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+  CHECK_FALSE(at.recv_for(2, 200ms));
+}
+
+// Finalizes `node` to the log `log` 50 ms into a stream_numbers stream of n from `from`, and returns what the
+// log holds once the stream has ended.
+std::vector<phoenix::overlay::packet> finalize_amid_stream(Node& node, const std::string& log, Node& from, int n,
+                                                           std::chrono::microseconds gap) {
+  std::thread sender = stream_numbers(from, n, gap);
+  std::this_thread::sleep_for(50ms);
+  CHECK_FALSE(node.finalize(log.c_str()));
+  sender.join();
+  std::vector<phoenix::overlay::packet> logged;
+  CHECK(phoenix::read_message_log(log, logged).empty());
+  return logged;
+}
 }  // namespace
 
 TEST_CASE("node: two nodes exchange messages through their virtual nodes, in order, exactly once") {
@@ -318,33 +357,36 @@ TEST_CASE("node: a relay that finalizes while traffic crosses it drops nothing; 
 
   // Messages stream from a to b through the relay while it finalizes; its log must hold none of them.
   constexpr int n = 3000;
-  std::thread sender([&] {
-    for (int i = 0; i < n; ++i) {
-      const std::string text = std::to_string(i);
-      while (a.send(500 + static_cast<std::uint64_t>(i % 500), 2, text.data(), text.size()).value() == PH_EAGAIN)
-        std::this_thread::sleep_for(1ms);
-      std::this_thread::sleep_for(100us);  // a steady stream, before, during and after the finalize
-    }
-  });
-  std::this_thread::sleep_for(50ms);
-  const auto log = (dir / "relay.log").string();
-  REQUIRE_FALSE(relay.finalize(log.c_str()));
-  std::vector<phoenix::overlay::packet> logged;
-  REQUIRE(phoenix::read_message_log(log, logged).empty());
-  CHECK(logged.empty());
-  sender.join();
+  CHECK(finalize_amid_stream(relay, (dir / "relay.log").string(), a, n, 100us).empty());
 
   // A new relay gives the waiting messages a path: b receives every one, once.
   Node relay2(base_config("relay2", key));
   REQUIRE_FALSE(relay2.initialize("tcp://127.0.0.1:0"));
   REQUIRE_FALSE(a.add_port(relay2.local_port()));
   REQUIRE_FALSE(b.add_port(relay2.local_port()));
-  std::vector<int> seen(n, 0);
-  for (int i = 0; i < n; ++i) {
-    auto m = b.recv_for(2, 10s);
-    REQUIRE(m);
-    ++seen[static_cast<std::size_t>(std::stoi(payload_of(*m)))];
-  }
-  CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
-  CHECK_FALSE(b.recv_for(2, 100ms));
+  expect_numbers_once(b, n);
+}
+
+TEST_CASE("node: a node that finalizes to a log while messages stream in: its next incarnation gets each once") {
+  phoenix::test::temp_dir dir;
+  const auto key = dir.make_key();
+  Node a(base_config("a", key)), b(base_config("b", key));
+  REQUIRE_FALSE(a.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(b.initialize("tcp://127.0.0.1:0"));
+  REQUIRE_FALSE(b.add_port(a.local_port()));
+  REQUIRE_FALSE(b.assume({500, 1000}));
+  expect_delivery(a, b, 700, "before");
+
+  // b receives none of them: what reached it goes to its log, the rest waits at a (b's leaving tells a to
+  // route nothing more to it, its goodbye how far it got: nothing may be both logged and resent).
+  constexpr int n = 3000;
+  const auto log = (dir / "b.log").string();
+  const auto logged = finalize_amid_stream(b, log, a, n, 50us);
+  MESSAGE(logged.size() << " of " << n << " messages logged by the finalized node");
+
+  Node b2(base_config("b2", key));
+  REQUIRE_FALSE(b2.initialize("tcp://127.0.0.1:0", log.c_str()));
+  REQUIRE_FALSE(b2.add_port(a.local_port()));
+  REQUIRE_FALSE(b2.assume({500, 1000}));
+  expect_numbers_once(b2, n);
 }
