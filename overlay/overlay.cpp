@@ -4,6 +4,7 @@
 
 #include "overlay/log.hpp"
 #include "overlay/route_message.hpp"
+#include "overlay/ssh_connection.hpp"
 
 namespace phoenix::overlay {
 
@@ -51,6 +52,7 @@ overlay::~overlay() {
   for (const auto& c : handshaking_) c->stop();
   for (auto& [id, nb] : neighbours_)
     if (nb->conn) nb->conn->stop();
+  for (auto& [key, s] : ssh_sessions_) s->close();
   if (acceptor_) acceptor_->close();
   routing_timer_.cancel();
 }
@@ -95,10 +97,6 @@ std::error_code overlay::listen(const std::string& text, std::string& bound, std
 std::error_code overlay::add_port(const std::string& text, std::string* error) {
   const auto a = parse_address(text, error);
   if (!a) return std::make_error_code(std::errc::invalid_argument);
-  if (a->scheme != address::scheme_t::tcp) {
-    if (error) *error = "ssh:// links are not available in this build yet";
-    return std::make_error_code(std::errc::operation_not_supported);
-  }
   auto d = std::make_unique<dialer>();
   d->target = *a;
   d->text = text;
@@ -140,6 +138,7 @@ void overlay::dial(dialer& d) {
       return;
     }
   }
+  if (d.target.scheme == address::scheme_t::ssh) return dial_ssh(d);
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
   resolver->async_resolve(
       d.target.host, std::to_string(d.target.port),
@@ -165,6 +164,31 @@ void overlay::dial(dialer& d) {
           start_connection(d.conn);
         });
       });
+}
+
+// Through a gateway: a direct-tcpip channel of the SSH session to it, shared with every other link through the
+// same gateway and user. A failed session is replaced at the next dial.
+void overlay::dial_ssh(dialer& d) {
+  ssh_session_for(d.target)->open_channel(
+      d.target.host, d.target.port, [this, &d](std::shared_ptr<ssh_channel> channel, const ssh_failure& f) {
+        if (shutting_down_) {
+          if (channel) channel->close();
+          return;
+        }
+        if (!channel) {
+          log_link_failure(d.text, f.refused, d.failures++, f.text);
+          schedule_redial(d, f.refused ? 10 : 1);
+          return;
+        }
+        d.conn = std::make_shared<ssh_connection>(*this, conn_params_, d.text, std::move(channel));
+        start_connection(d.conn);
+      });
+}
+
+std::shared_ptr<ssh_session> overlay::ssh_session_for(const address& a) {
+  auto& s = ssh_sessions_[ssh_session::session_key(a)];
+  if (!s || s->has_failed()) s = std::make_shared<ssh_session>(io_, a, config_.ssh, config_.name);
+  return s;
 }
 
 void overlay::schedule_redial(dialer& d, unsigned intervals) {

@@ -33,6 +33,7 @@
 #include "overlay/link_session.hpp"
 #include "overlay/packet.hpp"
 #include "overlay/route_table.hpp"
+#include "overlay/ssh_session.hpp"
 
 namespace phoenix::overlay {
 
@@ -46,6 +47,7 @@ struct overlay_config {
   std::uint64_t link_window_bytes = 8ull << 20;
   std::chrono::milliseconds full_dump_interval{10000};
   std::uint8_t hop_limit = 64;
+  ssh_options ssh;  // ssh:// links: identity, known_hosts, host key policy, keepalives
 };
 
 // What introspection returns (the shell's `routes` and `links`).
@@ -166,6 +168,8 @@ class overlay final : public connection_owner {
 
   void accept_next();
   void dial(dialer& d);
+  void dial_ssh(dialer& d);
+  std::shared_ptr<ssh_session> ssh_session_for(const address& a);
   void schedule_redial(dialer& d, unsigned intervals = 1);
   void log_link_failure(const std::string& endpoint, bool refused, unsigned failures, const std::string& reason);
   dialer* dialer_of(const connection& c);
@@ -188,6 +192,7 @@ class overlay final : public connection_owner {
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;
   std::vector<std::unique_ptr<dialer>> dialers_;
   std::set<std::shared_ptr<connection>> handshaking_;
+  std::map<std::string, std::shared_ptr<ssh_session>> ssh_sessions_;  // by user@gateway:port, shared by links
   std::unordered_map<node_id, std::unique_ptr<neighbour>> neighbours_;
   route_table table_;
   std::uint64_t seen_generation_ = 0;

@@ -35,7 +35,7 @@ constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "in
 
 // Keys a top-level table or a [node.NAME] table may hold ("node" only at the top). Kept in one place so that
 // the unknown-key error can suggest the nearest one.
-constexpr std::array<std::string_view, 14> kKeys = {"name",
+constexpr std::array<std::string_view, 17> kKeys = {"name",
                                                     "listen",
                                                     "peers",
                                                     "space_size",
@@ -48,7 +48,10 @@ constexpr std::array<std::string_view, 14> kKeys = {"name",
                                                     "link_window_bytes",
                                                     "full_dump_interval_ms",
                                                     "assume",
-                                                    "share"};
+                                                    "share",
+                                                    "ssh_identity",
+                                                    "ssh_known_hosts",
+                                                    "ssh_host_key_policy"};
 
 std::string interval_text(Interval s) { return "[" + std::to_string(s.lo) + ", " + std::to_string(s.hi) + ")"; }
 
@@ -255,6 +258,16 @@ std::string apply_table(const Context& ctx, const toml::value& table, std::strin
       err = read_string(v, config.listen);
     } else if (key == "log_level") {
       err = read_string(v, config.log_level);
+    } else if (key == "ssh_host_key_policy") {
+      err = read_string(v, config.ssh_host_key_policy);
+    } else if (key == "ssh_identity" || key == "ssh_known_hosts") {
+      // Relative paths are taken relative to the file, like cluster_key_file; "~/..." is left for the link.
+      std::string path;
+      err = read_string(v, path);
+      if (err.empty()) {
+        if (!path.empty() && path[0] != '/' && path[0] != '~') path = (ctx.dir / path).lexically_normal().string();
+        (key == "ssh_identity" ? config.ssh_identity : config.ssh_known_hosts) = path;
+      }
     } else if (key == "cluster_key_file") {
       std::string path;
       err = read_string(v, path);
@@ -507,6 +520,9 @@ std::string apply_environment_unguarded(Config& config, const EnvLookup& lookup)
   }
   if (auto v = get("PHOENIX_LOG_LEVEL")) c.log_level = *v;
   if (auto v = get("PHOENIX_CLUSTER_KEY_FILE")) c.cluster_key_file = *v;  // relative: to the working directory
+  if (auto v = get("PHOENIX_SSH_IDENTITY")) c.ssh_identity = *v;
+  if (auto v = get("PHOENIX_SSH_KNOWN_HOSTS")) c.ssh_known_hosts = *v;
+  if (auto v = get("PHOENIX_SSH_HOST_KEY_POLICY")) c.ssh_host_key_policy = *v;
 
   const std::uint64_t old_space_size = c.space_size;
   constexpr std::uint64_t u64max = std::numeric_limits<std::uint64_t>::max();
@@ -653,6 +669,9 @@ std::string validate(const Config& c) {
     if (c.space_size < 1) return "space_size must be at least 1";
     if (std::find(kLogLevels.begin(), kLogLevels.end(), c.log_level) == kLogLevels.end())
       return "log_level \"" + c.log_level + "\" must be one of trace, debug, info, warn, error, critical, off";
+    if (c.ssh_host_key_policy != "strict" && c.ssh_host_key_policy != "accept-new")
+      return "ssh_host_key_policy \"" + c.ssh_host_key_policy +
+             "\" must be \"strict\" or \"accept-new\" (host key checking cannot be turned off)";
     if (c.retry_interval_ms < 10 || c.retry_interval_ms > 3'600'000)
       return "retry_interval_ms must be in 10..3600000 (got " + std::to_string(c.retry_interval_ms) + ")";
     if (c.max_message_bytes < 1 || c.max_message_bytes > kGiB)

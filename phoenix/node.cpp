@@ -137,6 +137,9 @@ overlay::overlay_config Node::Impl::overlay_config(std::vector<std::byte> key) c
   oc.link_window_bytes = config_.link_window_bytes;
   oc.full_dump_interval = std::chrono::milliseconds(config_.full_dump_interval_ms);
   oc.hop_limit = static_cast<std::uint8_t>(config_.hop_limit);
+  oc.ssh.identity_file = config_.ssh_identity;
+  oc.ssh.known_hosts = config_.ssh_known_hosts;
+  oc.ssh.accept_new_host_keys = config_.ssh_host_key_policy == "accept-new";
   return oc;
 }
 

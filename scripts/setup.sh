@@ -9,6 +9,7 @@ packages=(
   libtoml11-dev libssh2-1-dev                        # configuration files; SSH links
   doctest-dev                                        # tests
   clang libclang-rt-14-dev                           # libFuzzer harnesses and sanitizer runtimes
+  openssh-server openssh-client                      # ssh:// link tests run a private sshd
   openmpi-bin libopenmpi-dev                         # the Open MPI anchor of the benchmarks
   iproute2                                           # `ss -K` to cut live connections in tests
   spin                                               # model checking the migration protocol (spin-models/)

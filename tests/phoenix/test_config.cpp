@@ -112,6 +112,9 @@ TEST_CASE("config: defaults are valid and documented values") {
   CHECK(c.hop_limit == 64);
   CHECK(c.assume.empty());
   CHECK_FALSE(c.share.has_value());
+  CHECK(c.ssh_identity.empty());
+  CHECK(c.ssh_known_hosts.empty());
+  CHECK(c.ssh_host_key_policy == "strict");
   CHECK(phoenix::default_node_name() == "n" + std::to_string(::getpid()));
 
   // An empty file is the defaults.
@@ -456,6 +459,9 @@ TEST_CASE("config: every environment variable overrides its key") {
       {"PHOENIX_FULL_DUMP_INTERVAL_MS", "2000"},
       {"PHOENIX_HOP_LIMIT", "16"},
       {"PHOENIX_SHARE", "1/4"},
+      {"PHOENIX_SSH_IDENTITY", "/keys/id"},
+      {"PHOENIX_SSH_KNOWN_HOSTS", "~/kh"},
+      {"PHOENIX_SSH_HOST_KEY_POLICY", "accept-new"},
   };
   Config c;
   REQUIRE(phoenix::apply_environment(c, env.lookup()) == "");
@@ -473,6 +479,9 @@ TEST_CASE("config: every environment variable overrides its key") {
   CHECK(c.hop_limit == 16);
   CHECK(c.share == Share{1, 4});
   CHECK(c.assume == std::vector<Interval>{{std::uint64_t{1} << 38, std::uint64_t{2} << 38}});
+  CHECK(c.ssh_identity == "/keys/id");
+  CHECK(c.ssh_known_hosts == "~/kh");
+  CHECK(c.ssh_host_key_policy == "accept-new");
   CHECK(phoenix::validate(c) == "");
 
   // Unset and empty variables change nothing.
@@ -672,4 +681,32 @@ TEST_CASE("config: validate rules") {
                    c.assume = {{10, 20}, {10, 20}};
                  }),
                  "overlap"));
+}
+
+TEST_CASE("config: ssh keys: paths relative to the file, a policy that cannot turn checking off") {
+  TempDir dir;
+  const fs::path file = dir.write("s.toml", R"(
+ssh_identity = "keys/id_ed25519"
+ssh_known_hosts = "~/.ssh/known_hosts"
+ssh_host_key_policy = "accept-new"
+)");
+  auto r = phoenix::load_config(file);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.config.ssh_identity == (fs::absolute(dir.path()) / "keys/id_ed25519").lexically_normal().string());
+  CHECK(r.config.ssh_known_hosts == "~/.ssh/known_hosts");  // the link expands ~ (the home of the node's user)
+  CHECK(r.config.ssh_host_key_policy == "accept-new");
+  CHECK(phoenix::validate(r.config) == "");
+
+  Config c;
+  c.ssh_host_key_policy = "no";
+  CHECK(contains(phoenix::validate(c), "ssh_host_key_policy"));
+  CHECK(contains(phoenix::validate(c), "cannot be turned off"));
+  CHECK(contains(load_error("ssh_identit = \"x\"\n"), "did you mean ssh_identity?"));
+  CHECK(contains(load_error("ssh_known_hosts = 1\n"), "ssh_known_hosts: expected a string"));
+
+  // The shipped example loads and validates.
+  auto example = phoenix::load_config(fs::path(PHOENIX_SOURCE_DIR) / "config" / "ssh-gateway.toml", "lan-b");
+  REQUIRE_MESSAGE(example.ok(), example.error);
+  CHECK(phoenix::validate(example.config) == "");
+  CHECK(example.config.peers.size() == 1);
 }

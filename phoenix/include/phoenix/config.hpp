@@ -43,6 +43,12 @@ struct Config {
   std::uint64_t link_window_bytes = 8ull << 20;   // unacknowledged bytes in flight per link
   std::uint32_t full_dump_interval_ms = 10000;    // DSDV periodic full routing dump
   std::uint32_t hop_limit = 64;                   // per forwarded message
+  // ssh:// links. Empty identity: ~/.ssh/id_ed25519, then ~/.ssh/id_rsa, then the ssh-agent (SSH_AUTH_SOCK).
+  // Empty known_hosts: ~/.ssh/known_hosts. Policy "strict" refuses an unknown gateway key, "accept-new" records
+  // it; a changed key is refused either way. A leading "~/" is the home directory.
+  std::string ssh_identity;
+  std::string ssh_known_hosts;
+  std::string ssh_host_key_policy = "strict";
   // Intervals assumed right after initialize. Already contains the part named by `share`, so a node only
   // needs to assume every element of this vector.
   std::vector<Interval> assume;

@@ -1,0 +1,722 @@
+#include "overlay/ssh_session.hpp"
+
+#include <fcntl.h>
+#include <libssh2.h>
+#include <openssl/evp.h>
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "overlay/log.hpp"
+
+namespace phoenix::overlay {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+constexpr std::size_t stage_bytes = 64 * 1024;  // coalesces small frames; libssh2 cuts packets of 32 KiB
+
+void init_libssh2_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { libssh2_init(0); });
+}
+
+std::string home_dir() {
+  if (const char* h = std::getenv("HOME"); h && *h) return h;
+  if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_dir;
+  return "/";
+}
+
+std::string expand_home(const std::string& path) {
+  if (path == "~") return home_dir();
+  if (path.rfind("~/", 0) == 0) return home_dir() + path.substr(1);
+  return path;
+}
+
+std::string default_user() {
+  if (const char* u = std::getenv("USER"); u && *u) return u;
+  if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_name;
+  return "root";
+}
+
+bool is_readable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
+// "SHA256:" and the unpadded base64 of the SHA-256 of the key blob, as OpenSSH prints it.
+std::string fingerprint(const unsigned char* blob, std::size_t len) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int digest_len = 0;
+  if (EVP_Digest(blob, len, digest, &digest_len, EVP_sha256(), nullptr) != 1) return "SHA256:?";
+  std::string b64(4 * ((digest_len + 2) / 3) + 1, '\0');
+  const int n =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()), digest, static_cast<int>(digest_len));
+  b64.resize(static_cast<std::size_t>(n));
+  while (!b64.empty() && b64.back() == '=') b64.pop_back();
+  return "SHA256:" + b64;
+}
+
+// The fingerprint of a known_hosts entry's key (base64 of the blob).
+std::string fingerprint_of_base64(const char* key) {
+  const std::size_t len = std::strlen(key);
+  std::vector<unsigned char> blob(3 * (len / 4) + 3);
+  const int n =
+      EVP_DecodeBlock(blob.data(), reinterpret_cast<const unsigned char*>(key), static_cast<int>(len));
+  if (n < 0) return "SHA256:?";
+  std::size_t size = static_cast<std::size_t>(n);
+  for (std::size_t i = len; i > 0 && key[i - 1] == '='; --i) --size;  // EVP_DecodeBlock counts the padding
+  return fingerprint(blob.data(), size);
+}
+
+int knownhost_key_type(int hostkey_type) {
+  switch (hostkey_type) {
+    case LIBSSH2_HOSTKEY_TYPE_RSA:
+      return LIBSSH2_KNOWNHOST_KEY_SSHRSA;
+    case LIBSSH2_HOSTKEY_TYPE_DSS:
+      return LIBSSH2_KNOWNHOST_KEY_SSHDSS;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_256:
+      return LIBSSH2_KNOWNHOST_KEY_ECDSA_256;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_384:
+      return LIBSSH2_KNOWNHOST_KEY_ECDSA_384;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_521:
+      return LIBSSH2_KNOWNHOST_KEY_ECDSA_521;
+    case LIBSSH2_HOSTKEY_TYPE_ED25519:
+      return LIBSSH2_KNOWNHOST_KEY_ED25519;
+    default:
+      return 0;
+  }
+}
+
+// Owns a LIBSSH2_KNOWNHOSTS.
+struct known_hosts {
+  LIBSSH2_KNOWNHOSTS* h;
+  explicit known_hosts(LIBSSH2_SESSION* s) : h(libssh2_knownhost_init(s)) {}
+  ~known_hosts() {
+    if (h) libssh2_knownhost_free(h);
+  }
+  known_hosts(const known_hosts&) = delete;
+  known_hosts& operator=(const known_hosts&) = delete;
+};
+
+// Reads the file line by line: libssh2_knownhost_readfile stops at the first line it cannot parse (a
+// @cert-authority marker, a key type it does not know), which would hide every entry after it.
+void read_known_hosts(LIBSSH2_KNOWNHOSTS* hosts, const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    libssh2_knownhost_readline(hosts, line.c_str(), line.size(), LIBSSH2_KNOWNHOST_FILE_OPENSSH);
+  }
+}
+
+// Appends one line (as OpenSSH's accept-new does), creating the file (and ~/.ssh) if needed.
+std::string append_line(const std::string& path, std::string line) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    ::chmod(dir.c_str(), 0700);
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return std::strerror(errno);
+  // Start on a line of our own if the file does not end with a newline.
+  char last = '\n';
+  if (const off_t end = ::lseek(fd, 0, SEEK_END);
+      end > 0 && ::pread(fd, &last, 1, end - 1) == 1 && last != '\n')
+    line.insert(line.begin(), '\n');
+  std::string error;
+  if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) error = std::strerror(errno);
+  ::close(fd);
+  return error;
+}
+
+}  // namespace
+
+// --- channel -----------------------------------------------------------------------------------------------
+
+ssh_channel::ssh_channel(ssh_session& session, LIBSSH2_CHANNEL* channel, std::string target)
+    : session_(&session),
+      executor_(session.io_.get_executor()),
+      channel_(channel),
+      target_(std::move(target)) {}
+
+ssh_channel::~ssh_channel() = default;  // the session frees the libssh2 channel (close() or its own teardown)
+
+void ssh_channel::complete(handler& h, std::error_code ec, std::size_t n) {
+  if (!h) return;
+  asio::post(executor_, [h = std::move(h), ec, n] { h(ec, n); });
+  h = nullptr;
+}
+
+void ssh_channel::async_read(std::span<std::byte> into, handler h) {
+  read_into_ = into;
+  read_handler_ = std::move(h);
+  if (error_ || closing_ || !session_)
+    return complete(read_handler_, error_ ? error_ : asio::error::operation_aborted, 0);
+  session_->kick();
+}
+
+void ssh_channel::async_write(std::span<const asio::const_buffer> buffers, handler h) {
+  write_buffers_.assign(buffers.begin(), buffers.end());
+  write_index_ = write_offset_ = write_total_ = 0;
+  stage_.clear();
+  stage_sent_ = 0;
+  write_handler_ = std::move(h);
+  if (error_ || closing_ || !session_)
+    return complete(write_handler_, error_ ? error_ : asio::error::operation_aborted, 0);
+  session_->kick();
+}
+
+void ssh_channel::close() {
+  if (closing_) return;
+  closing_ = true;
+  complete(read_handler_, asio::error::operation_aborted, 0);
+  complete(write_handler_, asio::error::operation_aborted, 0);
+  if (session_) session_->kick();  // frees the libssh2 channel in the pump
+}
+
+void ssh_channel::fail(std::error_code ec) {
+  if (!error_) error_ = ec;
+  complete(read_handler_, error_, 0);
+  complete(write_handler_, error_, 0);
+}
+
+void ssh_channel::detach() {
+  session_ = nullptr;
+  channel_ = nullptr;
+  fail(closing_ ? std::error_code(asio::error::operation_aborted)
+                : std::error_code(asio::error::connection_reset));
+}
+
+bool ssh_channel::wants_input() const {
+  if (!channel_) return false;
+  if (closing_) return true;
+  if (error_) return false;
+  return read_handler_ || (write_handler_ && !session_->is_backlogged());
+}
+
+bool ssh_channel::step() {
+  if (!channel_) return false;
+  if (closing_) {
+    // Sends CLOSE and waits for the peer's (EAGAIN until then); the session frees the rest with itself.
+    const int rc = libssh2_channel_free(channel_);
+    if (rc == LIBSSH2_ERROR_EAGAIN) return false;
+    channel_ = nullptr;
+    return true;
+  }
+  if (error_) return false;
+  bool progress = step_write();
+  if (!error_) progress |= step_read();
+  return progress;
+}
+
+void ssh_channel::refill_stage() {
+  stage_.clear();
+  stage_sent_ = 0;
+  while (write_index_ < write_buffers_.size() && stage_.size() < stage_bytes) {
+    const auto& b = write_buffers_[write_index_];
+    const auto* p = static_cast<const std::byte*>(b.data()) + write_offset_;
+    const std::size_t n = std::min(b.size() - write_offset_, stage_bytes - stage_.size());
+    stage_.insert(stage_.end(), p, p + n);
+    write_offset_ += n;
+    if (write_offset_ == b.size()) ++write_index_, write_offset_ = 0;
+  }
+}
+
+bool ssh_channel::step_write() {
+  bool progress = false;
+  while (write_handler_) {
+    if (stage_sent_ == stage_.size()) {
+      write_total_ += stage_.size();
+      refill_stage();
+      if (stage_.empty()) {
+        complete(write_handler_, {}, write_total_);
+        return true;
+      }
+    }
+    if (session_->is_backlogged()) break;  // the flush of the session's output resumes us
+    // After EAGAIN this is called again with exactly the same pointer and length (libssh2's rule).
+    const auto rc = libssh2_channel_write(channel_, reinterpret_cast<const char*>(stage_.data() + stage_sent_),
+                                          stage_.size() - stage_sent_);
+    if (rc == LIBSSH2_ERROR_EAGAIN || rc == 0) break;  // the SSH window is full: wait for an adjustment
+    if (rc < 0) {
+      if (session_->is_session_error(static_cast<int>(rc))) {
+        session_->fail({"SSH connection to " + session_->name() + " failed: " + session_->last_error()});
+      } else {
+        fail(asio::error::connection_reset);
+      }
+      return true;
+    }
+    stage_sent_ += static_cast<std::size_t>(rc);
+    progress = true;
+  }
+  return progress;
+}
+
+bool ssh_channel::step_read() {
+  if (!read_handler_) return false;
+  const auto rc = libssh2_channel_read(channel_, reinterpret_cast<char*>(read_into_.data()), read_into_.size());
+  if (rc > 0) {
+    complete(read_handler_, {}, static_cast<std::size_t>(rc));
+    return true;
+  }
+  if (rc == LIBSSH2_ERROR_EAGAIN) return false;
+  if (rc == 0) {
+    if (!libssh2_channel_eof(channel_)) return false;
+    fail(asio::error::eof);
+    return true;
+  }
+  if (session_->is_session_error(static_cast<int>(rc))) {
+    session_->fail({"SSH connection to " + session_->name() + " failed: " + session_->last_error()});
+  } else {
+    fail(asio::error::connection_reset);
+  }
+  return true;
+}
+
+// --- session -----------------------------------------------------------------------------------------------
+
+std::string ssh_session::session_key(const address& a) {
+  return (a.ssh_user.empty() ? default_user() : a.ssh_user) + "@" + a.ssh_gateway + ":" +
+         std::to_string(a.ssh_port);
+}
+
+ssh_session::ssh_session(asio::io_context& io, const address& target, ssh_options options, std::string log_name)
+    : io_(io),
+      options_(std::move(options)),
+      log_name_(std::move(log_name)),
+      user_(target.ssh_user.empty() ? default_user() : target.ssh_user),
+      gateway_(target.ssh_gateway),
+      name_(session_key(target)),
+      port_(target.ssh_port),
+      socket_(io),
+      resolver_(io),
+      tick_(io) {}
+
+ssh_session::~ssh_session() { teardown(); }
+
+void ssh_session::open_channel(const std::string& host, std::uint16_t port, open_handler h) {
+  if (has_failed()) return deliver(std::move(h), nullptr, {"SSH session to " + name_ + " has failed"});
+  opens_.push_back(pending_open{host, port, std::move(h)});
+  if (phase_ == phase::idle)
+    start();
+  else
+    kick();
+}
+
+// Posted, and dropped if the session is closed by then (its owner is going away).
+void ssh_session::deliver(open_handler h, std::shared_ptr<ssh_channel> channel, ssh_failure f) {
+  asio::post(io_,
+             [self = shared_from_this(), h = std::move(h), channel = std::move(channel), f = std::move(f)] {
+               if (self->phase_ != phase::closed) h(channel, f);
+             });
+}
+
+void ssh_session::start() {
+  init_libssh2_once();
+  phase_ = phase::connecting;
+  started_ = clock::now();
+  arm_tick();
+  resolver_.async_resolve(
+      gateway_, std::to_string(port_),
+      [this, self = shared_from_this()](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+        if (phase_ != phase::connecting) return;
+        if (ec) return fail({"cannot resolve SSH gateway " + gateway_ + ": " + ec.message()});
+        asio::async_connect(socket_, results,
+                            [this, self](std::error_code cec, const asio::ip::tcp::endpoint&) {
+                              if (phase_ != phase::connecting) return;
+                              if (cec)
+                                return fail({"cannot connect to SSH gateway " + name_ + ": " + cec.message()});
+                              on_connected();
+                            });
+      });
+}
+
+void ssh_session::on_connected() {
+  std::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  socket_.non_blocking(true, ignored);
+  session_ = libssh2_session_init_ex(nullptr, nullptr, nullptr, this);
+  if (!session_) return fail({"cannot create an SSH session (libssh2)"});
+  // Every byte libssh2 sends goes through on_send into out_ (see the header: why it never returns EAGAIN).
+  libssh2_session_callback_set(session_, LIBSSH2_CALLBACK_SEND, reinterpret_cast<void*>(&ssh_session::on_send));
+  libssh2_session_set_blocking(session_, 0);
+  libssh2_keepalive_config(session_, 1, static_cast<unsigned>(options_.keepalive_interval.count()));
+  phase_ = phase::handshake;
+  last_input_ = clock::now();
+  kick();
+}
+
+ssize_t ssh_session::on_send(int, const void* buffer, std::size_t length, int, void** abstract) {
+  auto* self = static_cast<ssh_session*>(*abstract);
+  const auto* p = static_cast<const std::byte*>(buffer);
+  self->out_.insert(self->out_.end(), p, p + length);
+  return static_cast<ssize_t>(length);
+}
+
+void ssh_session::kick() {
+  if (pump_posted_ || in_pump_ || has_failed() || !session_) return;
+  pump_posted_ = true;
+  asio::post(io_, [self = shared_from_this()] {
+    self->pump_posted_ = false;
+    self->pump();
+  });
+}
+
+// Retries every pending libssh2 call, round after round while any progresses (what one call reads from the
+// socket may be another channel's data, which no readiness event would announce again).
+void ssh_session::pump() {
+  if (has_failed() || !session_ || in_pump_) return;
+  in_pump_ = true;
+  auto self = shared_from_this();
+  int rounds = 0;
+  for (bool progress = true; progress && rounds < 64 && !has_failed(); ++rounds) {
+    progress = false;
+    if (phase_ != phase::ready) {
+      progress = step_setup();
+    } else {
+      progress = step_open();
+      for (std::size_t i = 0; i < channels_.size() && !has_failed(); ++i) progress |= channels_[i]->step();
+      std::erase_if(channels_, [](const auto& c) { return c->is_finished(); });
+    }
+    if (!has_failed()) flush();
+  }
+  in_pump_ = false;
+  if (has_failed()) return;
+  if (rounds == 64) kick();  // more to do: after the other handlers
+  arm_waits();
+}
+
+bool ssh_session::step_setup() {
+  if (phase_ == phase::handshake) return step_handshake();
+  if (phase_ == phase::authenticating) return step_auth();
+  return false;
+}
+
+bool ssh_session::step_handshake() {
+  const int rc = libssh2_session_handshake(session_, socket_.native_handle());
+  if (rc == LIBSSH2_ERROR_EAGAIN) return false;
+  if (rc) {
+    fail({"SSH handshake with " + name_ + " failed: " + last_error()});
+    return true;
+  }
+  if (auto refusal = check_host_key(); !refusal.empty()) {
+    fail({refusal, true});
+    return true;
+  }
+  if (!choose_auth()) return true;
+  phase_ = phase::authenticating;
+  return true;
+}
+
+// The gateway's key against known_hosts ("[host]:port" for ports other than 22, as OpenSSH writes them; hashed
+// entries match too). Returns "" or why the key is refused. Never skipped.
+std::string ssh_session::check_host_key() {
+  std::size_t len = 0;
+  int type = 0;
+  const char* key = libssh2_session_hostkey(session_, &len, &type);
+  if (!key) return "SSH gateway " + name_ + " sent no host key";
+  const int key_type = knownhost_key_type(type);
+  const std::string presented = fingerprint(reinterpret_cast<const unsigned char*>(key), len);
+  const std::string file =
+      expand_home(options_.known_hosts.empty() ? "~/.ssh/known_hosts" : options_.known_hosts);
+  const std::string host = port_ == 22 ? gateway_ : "[" + gateway_ + "]:" + std::to_string(port_);
+
+  known_hosts hosts(session_);
+  if (!hosts.h) return "cannot check the host key of " + host + ": " + last_error();
+  read_known_hosts(hosts.h, file);
+  libssh2_knownhost* entry = nullptr;
+  const int plain = LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW;
+  int result = libssh2_knownhost_check(hosts.h, host.c_str(), key, len, plain | key_type, &entry);
+  if (result == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND) {
+    // A key of another type known for this host counts as a change, not as a new host: accept-new must not
+    // let a gateway that switched key types through.
+    libssh2_knownhost* other = nullptr;
+    if (libssh2_knownhost_check(hosts.h, host.c_str(), key, len, plain, &other) ==
+        LIBSSH2_KNOWNHOST_CHECK_MISMATCH) {
+      result = LIBSSH2_KNOWNHOST_CHECK_MISMATCH;
+      entry = other;
+    }
+  }
+  switch (result) {
+    case LIBSSH2_KNOWNHOST_CHECK_MATCH:
+      logger()->debug("{}: host key of {} matches {} ({})", log_name_, host, file, presented);
+      return "";
+    case LIBSSH2_KNOWNHOST_CHECK_MISMATCH:
+      return "host key of SSH gateway " + host + " CHANGED: it presents " + presented + " but " + file +
+             " has " + (entry && entry->key ? fingerprint_of_base64(entry->key) : std::string("another key")) +
+             "; refused (possible man-in-the-middle; if the gateway's key really changed, remove the old "
+             "entry)";
+    case LIBSSH2_KNOWNHOST_CHECK_NOTFOUND:
+      break;
+    default:
+      return "cannot check the host key of " + host + " against " + file + ": " + last_error();
+  }
+  if (!options_.accept_new_host_keys)
+    return "host key of SSH gateway " + host + " (" + presented + ") is not in " + file +
+           "; refused (ssh_host_key_policy is strict: add it, e.g. with ssh-keyscan, or use accept-new)";
+  libssh2_knownhost* added = nullptr;
+  if (libssh2_knownhost_addc(hosts.h, host.c_str(), nullptr, key, len, nullptr, 0, plain | key_type, &added) !=
+      0)
+    return "cannot record the host key of " + host + ": " + last_error();
+  char line[8192];
+  std::size_t line_len = 0;
+  if (libssh2_knownhost_writeline(hosts.h, added, line, sizeof line, &line_len,
+                                  LIBSSH2_KNOWNHOST_FILE_OPENSSH) != 0)
+    return "cannot record the host key of " + host + ": " + last_error();
+  if (auto err = append_line(file, std::string(line, line_len)); !err.empty())
+    return "cannot record the host key of " + host + " in " + file + ": " + err;
+  logger()->warn("{}: permanently added the host key of {} ({}) to {}", log_name_, host, presented, file);
+  return "";
+}
+
+// Identity files first (the configured one, or OpenSSH's defaults), then the agent.
+bool ssh_session::choose_auth() {
+  const std::vector<std::string> candidates =
+      options_.identity_file.empty()
+          ? std::vector<std::string>{expand_home("~/.ssh/id_ed25519"), expand_home("~/.ssh/id_rsa")}
+          : std::vector<std::string>{expand_home(options_.identity_file)};
+  for (const auto& f : candidates)
+    if (is_readable(f)) key_files_.push_back(f);
+  const char* agent_socket = std::getenv("SSH_AUTH_SOCK");
+  use_agent_ = agent_socket && *agent_socket;
+  if (key_files_.empty() && !use_agent_) {
+    fail({"no SSH identity for " + name_ + ": " + candidates.front() +
+              " is not readable and SSH_AUTH_SOCK is not set",
+          true});
+    return false;
+  }
+  return true;
+}
+
+bool ssh_session::step_auth() {
+  while (!key_files_.empty()) {
+    const std::string& file = key_files_.front();
+    const int rc = libssh2_userauth_publickey_fromfile_ex(
+        session_, user_.c_str(), static_cast<unsigned>(user_.size()), nullptr, file.c_str(), "");
+    if (rc == LIBSSH2_ERROR_EAGAIN) return false;
+    if (rc == 0) {
+      logger()->debug("{}: authenticated to {} with {}", log_name_, name_, file);
+      phase_ = phase::ready;
+      return true;
+    }
+    if (is_session_error(rc) && rc != LIBSSH2_ERROR_FILE && rc != LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED) {
+      fail({"SSH authentication to " + name_ + " failed: " + last_error()});
+      return true;
+    }
+    auth_errors_ += (auth_errors_.empty() ? "" : "; ") + file + ": " + last_error();
+    key_files_.erase(key_files_.begin());
+  }
+  if (use_agent_) {
+    if (!agent_) {
+      agent_ = libssh2_agent_init(session_);
+      // Local, short exchanges with the agent: these block briefly, like OpenSSH's own.
+      if (!agent_ || libssh2_agent_connect(agent_) != 0 || libssh2_agent_list_identities(agent_) != 0) {
+        auth_errors_ += (auth_errors_.empty() ? "" : "; ") + std::string("ssh-agent: ") + last_error();
+        use_agent_ = false;
+      } else if (libssh2_agent_get_identity(agent_, &agent_identity_, nullptr) != 0) {
+        agent_identity_ = nullptr;
+      }
+    }
+    while (use_agent_ && agent_identity_) {
+      libssh2_agent_publickey* id = agent_identity_;
+      const int rc = libssh2_agent_userauth(agent_, user_.c_str(), id);
+      if (rc == LIBSSH2_ERROR_EAGAIN) return false;
+      if (rc == 0) {
+        logger()->debug("{}: authenticated to {} with an ssh-agent key", log_name_, name_);
+        phase_ = phase::ready;
+        return true;
+      }
+      libssh2_agent_publickey* next = nullptr;
+      agent_identity_ = libssh2_agent_get_identity(agent_, &next, id) == 0 ? next : nullptr;
+      if (!agent_identity_)
+        auth_errors_ += (auth_errors_.empty() ? "" : "; ") + std::string("no ssh-agent key accepted");
+    }
+  }
+  fail({"SSH authentication as " + user_ + " to " + gateway_ + ":" + std::to_string(port_) + " failed (" +
+            auth_errors_ + ")",
+        true});
+  return true;
+}
+
+// Channel opens share one state in libssh2's session: one at a time, retried until done.
+bool ssh_session::step_open() {
+  if (opens_.empty()) return false;
+  pending_open& o = opens_.front();
+  LIBSSH2_CHANNEL* ch = libssh2_channel_direct_tcpip_ex(session_, o.host.c_str(), o.port, "127.0.0.1", 0);
+  if (!ch) {
+    const int rc = libssh2_session_last_errno(session_);
+    if (rc == LIBSSH2_ERROR_EAGAIN) return false;
+    if (is_session_error(rc)) {
+      fail({"SSH connection to " + name_ + " failed: " + last_error()});
+      return true;
+    }
+    const std::string why = last_error();
+    ssh_failure f{"SSH gateway " + name_ + " cannot open a channel to " + o.host + ":" +
+                      std::to_string(o.port) + ": " + why,
+                  why.find("prohibited") != std::string::npos};  // AllowTcpForwarding no: configuration
+    deliver(std::move(o.handler), nullptr, f);
+    opens_.pop_front();
+    return true;
+  }
+  auto channel = std::make_shared<ssh_channel>(*this, ch, o.host + ":" + std::to_string(o.port));
+  channels_.push_back(channel);
+  deliver(std::move(o.handler), channel, {});
+  opens_.pop_front();
+  return true;
+}
+
+bool ssh_session::is_session_error(int rc) const {
+  switch (rc) {
+    case LIBSSH2_ERROR_CHANNEL_OUTOFORDER:
+    case LIBSSH2_ERROR_CHANNEL_FAILURE:
+    case LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED:
+    case LIBSSH2_ERROR_CHANNEL_UNKNOWN:
+    case LIBSSH2_ERROR_CHANNEL_WINDOW_EXCEEDED:
+    case LIBSSH2_ERROR_CHANNEL_PACKET_EXCEEDED:
+    case LIBSSH2_ERROR_CHANNEL_CLOSED:
+    case LIBSSH2_ERROR_CHANNEL_EOF_SENT:
+    case LIBSSH2_ERROR_CHANNEL_WINDOW_FULL:
+    case LIBSSH2_ERROR_REQUEST_DENIED:
+    case LIBSSH2_ERROR_EAGAIN:
+      return false;
+    default:
+      return true;
+  }
+}
+
+std::string ssh_session::last_error() const {
+  if (!session_) return "no session";
+  char* message = nullptr;
+  int len = 0;
+  const int rc = libssh2_session_last_error(session_, &message, &len, 0);
+  return (message && len > 0 ? std::string(message, static_cast<std::size_t>(len)) : std::string("error")) +
+         " (" + std::to_string(rc) + ")";
+}
+
+// Waits for input while a pending call waits for it (every such call read the socket until EAGAIN, so a
+// wake-up always finds a reader), and for writability while output is buffered.
+void ssh_session::arm_waits() {
+  if (!session_ || has_failed()) return;
+  bool wants_input = phase_ != phase::ready || !opens_.empty();
+  for (const auto& c : channels_) wants_input = wants_input || c->wants_input();
+  // Every call that returned EAGAIN waits for input (libssh2_session_block_directions says INBOUND: our send
+  // callback never blocks, so OUTBOUND never comes from libssh2; output waits on out_ below). A pending call
+  // that got 0 without EAGAIN is waited for the same way.
+  if (wants_input && !read_waiting_) {
+    read_waiting_ = true;
+    socket_.async_wait(asio::socket_base::wait_read, [this, self = shared_from_this()](std::error_code ec) {
+      read_waiting_ = false;
+      if (ec || has_failed()) return;
+      last_input_ = clock::now();
+      pump();
+    });
+  }
+  if (out_sent_ < out_.size() && !write_waiting_) {
+    write_waiting_ = true;
+    socket_.async_wait(asio::socket_base::wait_write, [this, self = shared_from_this()](std::error_code ec) {
+      write_waiting_ = false;
+      if (ec || has_failed()) return;
+      const bool was_backlogged = is_backlogged();
+      flush();
+      if (was_backlogged && !is_backlogged())
+        pump();  // paused channel writes may go on
+      else
+        arm_waits();
+    });
+  }
+}
+
+void ssh_session::flush() {
+  while (out_sent_ < out_.size()) {
+    std::error_code ec;
+    const std::size_t n = socket_.send(asio::buffer(out_.data() + out_sent_, out_.size() - out_sent_), 0, ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+    if (ec) return fail({"SSH connection to " + name_ + " failed: " + ec.message()});
+    out_sent_ += n;
+  }
+  if (out_sent_ == out_.size()) {
+    out_.clear();
+    out_sent_ = 0;
+  } else if (out_sent_ > (1u << 16) && out_sent_ * 2 > out_.size()) {
+    out_.erase(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(out_sent_));
+    out_sent_ = 0;
+  }
+}
+
+void ssh_session::arm_tick() {
+  tick_.expires_after(std::chrono::seconds(1));
+  tick_.async_wait([this, self = shared_from_this()](std::error_code ec) {
+    if (!ec && !has_failed()) on_tick();
+  });
+}
+
+// Once a second: the setup deadline; keepalives (libssh2 sends one when due, every keepalive_interval); a
+// gateway silent for dead_after while we wait for it is dead (its replies to keepalives would have come).
+void ssh_session::on_tick() {
+  const auto now = clock::now();
+  if (phase_ != phase::ready) {
+    if (now - started_ > options_.setup_timeout) return fail({"SSH connection to " + name_ + " timed out"});
+  } else if (!read_waiting_ || channels_.empty()) {
+    last_input_ = now;  // not listening: silence means nothing
+  } else if (now - last_input_ > options_.dead_after) {
+    return fail({"SSH gateway " + name_ + " sent nothing for " +
+                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - last_input_).count()) +
+                 " s (keepalives unanswered)"});
+  } else {
+    int next = 0;
+    const int rc = libssh2_keepalive_send(session_, &next);
+    if (rc && rc != LIBSSH2_ERROR_EAGAIN)
+      return fail({"SSH connection to " + name_ + " failed: " + last_error()});
+    flush();
+    arm_waits();
+  }
+  arm_tick();
+}
+
+void ssh_session::fail(ssh_failure f) {
+  if (has_failed()) return;
+  logger()->log(f.refused ? spdlog::level::debug : spdlog::level::info, "{}: {}", log_name_, f.text);
+  phase_ = phase::failed;
+  for (auto& o : opens_) deliver(std::move(o.handler), nullptr, f);
+  opens_.clear();
+  teardown();
+}
+
+void ssh_session::close() {
+  if (phase_ == phase::closed) return;
+  phase_ = phase::closed;
+  opens_.clear();
+  teardown();
+}
+
+// Frees libssh2's session without waiting for the gateway: the socket is shut down first, so every call
+// libssh2 makes while freeing fails at once instead of waiting for input (our send callback never blocks).
+void ssh_session::teardown() {
+  std::error_code ignored;
+  tick_.cancel();
+  resolver_.cancel();
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  for (auto& c : channels_) c->detach();
+  channels_.clear();
+  if (session_) {
+    if (agent_) {
+      libssh2_agent_disconnect(agent_);
+      libssh2_agent_free(agent_);
+      agent_ = nullptr;
+    }
+    for (int i = 0; i < 100 && libssh2_session_free(session_) == LIBSSH2_ERROR_EAGAIN; ++i) {
+    }
+    session_ = nullptr;
+  }
+  socket_.close(ignored);
+  out_.clear();
+  out_sent_ = 0;
+}
+
+}  // namespace phoenix::overlay
