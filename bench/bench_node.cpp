@@ -25,6 +25,15 @@ double median(std::vector<double> v) {
 // Built by append, since GCC 12 gives a false -Wrestrict on "r" + std::to_string(n) (GCC bug 105329).
 std::string node_name(char prefix, std::uint64_t n) { return std::string(1, prefix).append(std::to_string(n)); }
 
+Config bench_config(const std::string& name, const std::string& key_file, std::uint32_t retry_interval_ms) {
+  Config c;
+  c.name = name;
+  c.cluster_key_file = key_file;
+  c.retry_interval_ms = retry_interval_ms;
+  c.log_level = "error";
+  return c;
+}
+
 std::string result_line(std::string_view system, std::string_view test, std::size_t size, double value,
                         int precision, std::string_view unit) {
   char buf[160];

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
 #include <span>
 #include <stdexcept>
@@ -83,6 +84,8 @@ bool is_code(std::error_code ec, int ph_code);
 double seconds_since(Clock::time_point t0);
 double median(std::vector<double> v);
 std::string node_name(char prefix, std::uint64_t n);  // "r1", "s4"
+// A benchmark node's configuration: its name, the cluster key file, quiet logging, the given retry interval.
+Config bench_config(const std::string& name, const std::string& key_file, std::uint32_t retry_interval_ms);
 // "RESULT <system> <test> <size_bytes> <value> <unit>"
 std::string result_line(std::string_view system, std::string_view test, std::size_t size, double value,
                         int precision, std::string_view unit);

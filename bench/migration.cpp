@@ -53,12 +53,8 @@ enum MigrationTag : int {
 };
 
 Config node_config(const std::string& name, const std::string& key) {
-  Config c;
-  c.name = name;
+  Config c = bench_config(name, key, 50);
   c.space_size = k_space;
-  c.cluster_key_file = key;
-  c.retry_interval_ms = 50;
-  c.log_level = "error";
   return c;
 }
 

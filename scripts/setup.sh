@@ -11,7 +11,8 @@ packages=(
   clang libclang-rt-14-dev                           # libFuzzer harnesses and sanitizer runtimes
   openssh-server openssh-client                      # ssh:// link tests run a private sshd
   openmpi-bin libopenmpi-dev                         # the Open MPI anchor of the benchmarks
-  iproute2                                           # `ss -K` to cut live connections in tests
+  iproute2                                           # `ss -K` to cut live connections in tests; `ip netns`
+  nftables                                           # the firewall of the network-namespace test (tests/netns/)
   spin                                               # model checking the migration protocol (spin-models/)
 )
 

@@ -1,9 +1,12 @@
 // A private OpenSSH server for tests: /usr/sbin/sshd on 127.0.0.1 at a free high port, with its own config,
 // host key, authorized_keys and a client key, all in a temp_dir. Ended (with every process it forked) by PID
-// when the object goes, whatever happened in the test. Only loopback traffic.
+// when the object goes, whatever happened in the test. Only loopback traffic — or, with sshd_options::netns,
+// only traffic inside that network namespace (tests/netns/).
 #pragma once
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -14,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -97,9 +101,53 @@ inline std::vector<pid_t> descendants(pid_t root) {
   return out;
 }
 
+// Moves the calling thread into the network namespace /run/netns/NAME (as `ip netns exec` does for the network
+// only). Sockets created afterwards belong to it. Returns "" or why it failed.
+inline std::string enter_netns(const std::string& name) {
+  const std::string path = "/run/netns/" + name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "open " + path + ": " + std::strerror(errno);
+  const int rc = ::setns(fd, CLONE_NEWNET);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? "" : "setns " + path + ": " + std::strerror(err);
+}
+
+// Whether a TCP connection to host:port is accepted within `limit`, tried from network namespace `netns`
+// ("" = this one) by a short-lived thread, so that the caller's own namespace does not change.
+inline bool tcp_connects(const std::string& netns, const std::string& host, std::uint16_t port,
+                         std::chrono::milliseconds limit) {
+  bool ok = false;
+  std::thread probe([&] {
+    if (!netns.empty() && !enter_netns(netns).empty()) return;
+    asio::io_context io;
+    asio::ip::tcp::socket s(io);
+    asio::steady_timer timer(io, limit);
+    s.async_connect(asio::ip::tcp::endpoint(asio::ip::make_address(host), port), [&](std::error_code ec) {
+      ok = !ec;
+      timer.cancel();
+    });
+    timer.async_wait([&](std::error_code ec) {
+      if (!ec) s.close();
+    });
+    io.run();
+  });
+  probe.join();
+  return ok;
+}
+
+// Where a private sshd listens. The defaults are the loopback server of tests/overlay/test_ssh.cpp.
+struct sshd_options {
+  std::string netns;                  // "" = this process's namespace; else /run/netns/NAME
+  std::string address = "127.0.0.1";  // ListenAddress
+  std::uint16_t port = 0;             // 0 = a free port on 127.0.0.1 (only without netns)
+};
+
 class sshd {
  public:
-  explicit sshd(const temp_dir& dir) : dir_(dir) { ok_ = setup() && start(); }
+  explicit sshd(const temp_dir& dir, sshd_options options = {}) : dir_(dir), options_(std::move(options)) {
+    ok_ = setup() && start();
+  }
   ~sshd() { stop(); }
   sshd(const sshd&) = delete;
   sshd& operator=(const sshd&) = delete;
@@ -110,14 +158,22 @@ class sshd {
   pid_t pid() const { return pid_; }
   std::filesystem::path client_key() const { return dir_ / "client_ed25519"; }
   std::filesystem::path host_key_pub() const { return dir_ / "host_ed25519.pub"; }
-  std::string host_name() const { return "[127.0.0.1]:" + std::to_string(port_); }  // as in known_hosts
+  const std::string& address() const { return options_.address; }
+  // As in known_hosts: "HOST" for port 22, else "[HOST]:PORT".
+  std::string host_name() const {
+    return port_ == 22 ? options_.address : "[" + options_.address + "]:" + std::to_string(port_);
+  }
+  // Lets the holder of another client key log in too (sshd reads authorized_keys at each login).
+  void authorize(const std::filesystem::path& pub) const {
+    std::ofstream(dir_ / "authorized_keys", std::ios::app) << read_text(pub);
+  }
   // A known_hosts line for this server, with `pub` (default: its real host key).
   std::string known_hosts_line(const std::filesystem::path& pub = {}) const {
     return host_name() + " " + public_key_text(pub.empty() ? host_key_pub() : pub) + "\n";
   }
-  // ssh://USER@127.0.0.1:PORT/HOST:PORT
+  // ssh://USER@ADDRESS:PORT/HOST:PORT
   std::string url_to(const std::string& host, std::uint16_t port) const {
-    return "ssh://" + current_user() + "@127.0.0.1:" + std::to_string(port_) + "/" + host + ":" +
+    return "ssh://" + current_user() + "@" + options_.address + ":" + std::to_string(port_) + "/" + host + ":" +
            std::to_string(port);
   }
   // The per-connection processes (one per SSH session): what serves the tunnels.
@@ -151,14 +207,16 @@ class sshd {
     }
     if (!make_ssh_key(dir_ / "host_ed25519") || !make_ssh_key(client_key())) return fail("ssh-keygen failed");
     std::ofstream(dir_ / "authorized_keys") << read_text(dir_ / "client_ed25519.pub");
-    {
+    port_ = options_.port;
+    if (port_ == 0) {
+      if (!options_.netns.empty()) return fail("sshd_options: a namespaced sshd needs a port");
       asio::io_context io;
       asio::ip::tcp::acceptor probe(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
       port_ = probe.local_endpoint().port();
     }
     std::ofstream cfg(dir_ / "sshd_config");
     cfg << "Port " << port_ << "\n"
-        << "ListenAddress 127.0.0.1\n"
+        << "ListenAddress " << options_.address << "\n"
         << "HostKey " << (dir_ / "host_ed25519").string() << "\n"
         << "PidFile " << (dir_ / "sshd.pid").string() << "\n"
         << "AuthorizedKeysFile " << (dir_ / "authorized_keys").string() << "\n"
@@ -175,17 +233,20 @@ class sshd {
     if (pid_ == 0) {
       std::FILE* out = std::freopen(log.c_str(), "w", stderr);
       (void)out;
+      if (!options_.netns.empty()) {
+        const std::string why = enter_netns(options_.netns);
+        if (!why.empty()) {
+          std::fprintf(stderr, "%s\n", why.c_str());
+          ::_exit(126);
+        }
+      }
       ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", cfg.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     // Ready once it accepts connections (bounded).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
-      asio::io_context io;
-      asio::ip::tcp::socket s(io);
-      std::error_code ec;
-      s.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_), ec);
-      if (!ec) return true;
+      if (tcp_connects(options_.netns, options_.address, port_, std::chrono::milliseconds(500))) return true;
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -202,6 +263,7 @@ class sshd {
   }
 
   const temp_dir& dir_;
+  sshd_options options_;
   std::uint16_t port_ = 0;
   pid_t pid_ = -1;
   bool ok_ = false;
