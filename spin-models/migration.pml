@@ -8,7 +8,9 @@
  * Configuration (all by -D on the spin command line, e.g. spin -a -DN=4 migration.pml):
  *   N         nodes (default 3; the LTL properties are written out for N = 3 and 4)
  *   V         virtual nodes, the space [0, V) (default 4, at most 8)
- *   ATTEMPTS  lock attempts each node may begin (default 2); UNBOUNDED: no limit
+ *   ATTEMPTS  lock attempts each node may begin (default 2); UNBOUNDED: no limit. withdraw is the one message
+ *             that nothing answers, so with UNBOUNDED an initiator can keep withdrawing faster than the responder
+ *             reads its link, and some link overflows whatever CAP (README.md)
  *   CAP       capacity of each node-to-node channel (default 3)
  *   INIT      initial partition: 0 = node 0 assumes [0, V), the others nothing;
  *             1 (default) = nodes 0 .. N-2 split [0, V) evenly in order, node N-1 assumes nothing
@@ -29,8 +31,12 @@
  *             T (otherwise they are delivered by the overlay at any later time while somebody assumes the
  *             vnode); for liveness runs with UNBOUNDED, where weak fairness alone lets a query starve at a vnode
  *             that keeps moving (README.md)
- *   LIVENESS  compile the LTL properties: live (the conjunction of attempts_end and locks_free, the one
- *             check.sh runs), attempts_end, locks_free, quiesce
+ *   FINALIZE  1 (default): a node that assumes nothing and has no attempt of its own may close once
+ *             (ph_finalize: a permanent leaver after give all, or a node that never joined) and is gone for good
+ *             once nothing involves it any more (doc: leaving in the middle); 0: no node ever closes
+ *   LIVENESS  compile the LTL properties: settles (every involvement of a node ends; the one check.sh runs; it
+ *             implies all the others except quiesce), live (attempts_end and locks_free), attempts_end,
+ *             locks_free, invitations_end, finalizes, quiesce
  *
  * Seeded bugs (each makes SPIN report an error; check.sh runs them):
  *   BUG_NO_ADJ34            line 34 without the adjacency test
@@ -42,6 +48,13 @@
  *   BUG_LINE64_CLEARS_L     line 64 as extracted: the cleanup handler also sets l = false
  *   BUG_LOCK_ORDER          line 23 dropped: a query is granted (line 28) whatever the order of the names.
  *                           Harmless alone, thanks to fail fast; with WAIT_LOCKS it deadlocks
+ *   BUG_NO_INVITATIONS      decision 6 without the count: the responder does not count its open invitations, so
+ *                           it may finalize while its lock_you_first is unanswered (withdraw is still sent).
+ *                           With BUG_NO_WITHDRAW too it is the protocol before decision 6 (the chaos test's bug)
+ *   BUG_NO_WITHDRAW         line 39 as in the figures: no withdraw; an invitation stays open for good
+ *   BUG_INVITED_FLAG        the invitation as a flag, not a count: a query overtaking the withdraw (or lock2) that
+ *                           answered the previous invitation is forgotten (found by PRE; with NO_PRE a lock2
+ *                           reaches a node that finalized)
  * and a variant of the protocol:
  *   WAIT_LOCKS              no fail fast at line 54: an ok1 that finds the initiator's own lock taken waits
  *                           until it is free instead of answering cleanup (doc: decision 5). Verifies alone:
@@ -63,8 +76,16 @@
  *     a per-vnode queue that is delivered only while somebody assumes the vnode, to whoever assumes it at
  *     delivery time (the delivery contract of ph_send).
  *   - The application messages are all sent at the start (see init).
- *   - Nodes neither crash nor leave in the middle of an attempt (doc: leaving in the middle); every node goes
- *     on handling messages to the end.
+ *   - Nodes do not crash. A node may finalize (FINALIZE; doc: leaving in the middle): it closes -- begins no
+ *     attempt, answers every query from another node with fail1 and every lock2 with fail2 -- and is gone for
+ *     good (GONE) as soon as nothing involves it: no attempt, no lock held or granted, no transfer, no open
+ *     invitation (eagerly: ph_finalize stops driving the protocol at that moment). Only a node that assumes
+ *     nothing and has no attempt of its own closes (a permanent leaver after give all, or a node that never
+ *     joined; temporary leave, where the node comes back with the same interval, is not modelled); it closes
+ *     at most once, at any time. Messages it sent before are delivered (ph_finalize drains its links); any
+ *     message to its name afterwards would be lost, so sending or delivering one is an assertion violation,
+ *     independent of PRE. It keeps its process, whose only enabled step is then that failing delivery. A node
+ *     that has not closed goes on handling messages to the end.
  *   - Plans: take half is offered only with I empty (ph_join); take 1 with I empty takes the upper end of S,
  *     like take half; give with I empty yields an empty T (the cleanup path).
  */
@@ -93,6 +114,9 @@
 #ifndef APP0
 #define APP0 ((V - APPS) / 2)
 #endif
+#ifndef FINALIZE
+#define FINALIZE 1
+#endif
 
 #define NONE 255
 
@@ -112,7 +136,7 @@
 #define RN(i) (N - 1 - (i))
 #endif
 
-mtype = { lock_you_first, lock2, ok1, ok2, fail1, fail2, cleanup, cleanup_ack, give_request, state, done };
+mtype = { lock_you_first, lock2, ok1, ok2, fail1, fail2, cleanup, cleanup_ack, give_request, state, done, withdraw };
 
 /* ---- Figure 1: the variables of each node (arrays indexed by node) ---- */
 bool locked[N];        /* line 2: s, FREE (false) or LOCKED (true) */
@@ -146,6 +170,11 @@ byte tries[N];         /* attempts this node may still begin */
 #define PH_GIVING   3  /* giver: released T, waits for done(T) */
 byte phase[N];
 
+/* doc, decision 6 and "leaving in the middle" */
+byte invited[N * N];   /* invited[r * N + q]: lock_you_first sent by r to q and not yet answered (lock2, withdraw) */
+#define INV(r, q) invited[(r) * N + (q)]
+bool closing[N];       /* close(): the node is about to finalize (FINALIZE) */
+
 /* ghost state, for the properties only (functions of the rest, so they add no states) */
 byte tr_lo[N];         /* T released by node i and not yet assumed by the taker ("in transit") */
 byte tr_hi[N];
@@ -156,6 +185,9 @@ byte inflight[N];      /* messages of node i's own attempt in flight: its query,
 chan link[N * (N - 1)] = [CAP] of { mtype, byte, byte };
 #define LINK(f, t) link[(f) * (N - 1) + ((t) < (f) -> (t) : (t) - 1)]
 chan vq[V] = [N] of { byte };                       /* queries waiting at a virtual node (sender) */
+#ifdef QUERY_INBOX
+chan qin[N] = [N] of { byte };  /* queries routed to node i and not yet handled */
+#endif
 
 /* application messages to virtual nodes: pend[v] wait in the overlay at v, held[v] are queued at the node
  * that assumes v and not yet received, delivered[v] were received by the application */
@@ -166,9 +198,27 @@ byte delivered[V];
 /* scratch variables of the d_steps (not part of the state) */
 hidden mtype m_t;
 hidden byte m_a, m_b, m_i, m_j, m_k, m_n, m_o, m_tlo, m_thi;
+/* the addressee has finalized; a node has an invitation open (named, so that the assertions read as what they
+ * check) */
+hidden byte to_gone, invitation_open;
 
 #define OWNS(i, v)  (lo[i] <= (v) && (v) < hi[i])
 #define EMPTY(i)    (lo[i] == hi[i])
+
+/* lock_protocol::involved(): everything that needs node i to stay -- an attempt of its own, a lock it holds or
+ * granted, a transfer, an open invitation (unrolled up to 6 nodes; INV(i, i) stays 0) */
+#define INVITED(i) (INV(i, 0) > 0 || INV(i, 1 % N) > 0 || (N > 2 && INV(i, 2 % N) > 0) \
+                    || (N > 3 && INV(i, 3 % N) > 0) || (N > 4 && INV(i, 4 % N) > 0) || (N > 5 && INV(i, 5 % N) > 0))
+#define INVOLVED(i) (attempting[i] || locked[i] || phase[i] != PH_IDLE || INVITED(i))
+/* node i has finalized: it closed and nothing needs it any more (ph_finalize waits for exactly that, then the
+ * node is gone for good and whatever is addressed to its name is lost). A function of the state: nothing can
+ * involve a closed node again except a message to it, which is itself the error the model looks for. With
+ * QUERY_INBOX the node also answers the queries already in its inbox first. */
+#ifdef QUERY_INBOX
+#define GONE(i) (closing[i] && !INVOLVED(i) && empty(qin[i]))
+#else
+#define GONE(i) (closing[i] && !INVOLVED(i))
+#endif
 
 /* someone assumes v (unrolled up to 6 nodes; the % keeps indices in range) */
 #define OWNED(v) (OWNS(0, v) || OWNS(1 % N, v) || (N > 2 && OWNS(2 % N, v)) || (N > 3 && OWNS(3 % N, v)) \
@@ -190,6 +240,7 @@ inline owner_of(v) {
 
 /* every send checks for room first, so that a channel that fills up is an error, not a silent block */
 inline send(from, to, t, a, b) {
+  to_gone = GONE(to); assert(!to_gone);  /* nothing is sent to a node that finalized (it would be lost) */
   assert(nfull(LINK(from, to)));
   LINK(from, to)!t, a, b;
   if
@@ -239,6 +290,7 @@ inline release(me) {
 
 /* taker me assumes T = [m_tlo, m_thi), released by node g */
 inline assume(me, g) {
+  assert(!closing[me]);  /* a node that closed (with I empty) never assumes anything again */
   /* the paper's assertion (doc: the transfer): T arrives adjacent to the taker's interval, or that is empty */
   assert(EMPTY(me) || m_thi == lo[me] || m_tlo == hi[me]);
   if
@@ -324,20 +376,28 @@ inline on_query(me, q) {
   :: q == me ->
      /* line 22: the query came back to its sender */
      attempting[me] = false; end_attempt(me)
+  :: q != me && closing[me] ->
+     /* doc: leaving in the middle: a closing node answers every query with fail1, whatever the order */
+     send(me, q, fail1, 0, 0)
 #ifndef BUG_LOCK_ORDER
-  :: q != me && RN(q) < RN(me) ->
-     /* line 25: the sender q must lock itself before p */
+  :: q != me && !closing[me] && RN(q) < RN(me) ->
+     /* line 25: the sender q must lock itself before p; decision 6: an invitation open until q answers it */
+#if defined(BUG_INVITED_FLAG)
+     INV(me, q) = 1;
+#elif !defined(BUG_NO_INVITATIONS)
+     INV(me, q)++;
+#endif
      send(me, q, lock_you_first, lo[me], hi[me])
-  :: q != me && RN(me) < RN(q) && !locked[me] ->
+  :: q != me && !closing[me] && RN(me) < RN(q) && !locked[me] ->
 #else
-  :: q != me && !locked[me] ->
+  :: q != me && !closing[me] && !locked[me] ->
 #endif
      /* line 28: grant p's lock to q */
      locked[me] = true; holder[me] = q; send(me, q, ok1, lo[me], hi[me])
 #ifndef BUG_LOCK_ORDER
-  :: q != me && RN(me) < RN(q) && locked[me] ->
+  :: q != me && !closing[me] && RN(me) < RN(q) && locked[me] ->
 #else
-  :: q != me && locked[me] ->
+  :: q != me && !closing[me] && locked[me] ->
 #endif
      /* line 31: p is already locked */
      send(me, q, fail1, 0, 0)
@@ -347,34 +407,57 @@ inline on_query(me, q) {
 /* line 33: lock_you_first(q, S = [a, b)) */
 inline on_lock_you_first(me, q, a, b) {
   PRE(attempting[me]);  /* a reply to the own attempt (the node may meanwhile be locked by another) */
+  if
+  :: !attempting[me] ->
+     /* stale (only reachable without PRE): decision 6, withdrawn all the same */
+     send(me, q, withdraw, 0, 0)
 #ifndef BUG_NO_ADJ34
-  if
-  :: !locked[me] && ADJACENT(me, a, b) ->
+  :: attempting[me] && !locked[me] && ADJACENT(me, a, b) ->
 #else
-  if
-  :: !locked[me] ->
+  :: attempting[me] && !locked[me] ->
 #endif
      /* line 36: lock itself; go ahead to grab the second lock */
      locked[me] = true; holder[me] = me; partner[me] = q; slo[me] = a; shi[me] = b;
      send(me, q, lock2, a, b)
   :: else ->
-     /* line 39: the attempt failed */
-     attempting[me] = false; end_attempt(me)
+     /* line 39: the attempt failed; decision 6: q stops waiting for a lock2 */
+     attempting[me] = false; end_attempt(me);
+#ifndef BUG_NO_WITHDRAW
+     send(me, q, withdraw, 0, 0);
+#endif
+     skip
   fi
+}
+
+/* decision 6: a lock2 or withdraw from q answers one lock_you_first sent to q (the implementation warns about
+ * one that answers none and changes nothing) */
+inline answered_invitation(me, q) {
+#ifndef BUG_NO_INVITATIONS
+  PRE(INV(me, q) > 0);
+  if :: INV(me, q) > 0 -> INV(me, q)-- :: else -> skip fi
+#else
+  skip
+#endif
+}
+
+/* decision 6: withdraw(q): q will not send lock2 */
+inline on_withdraw(me, q) {
+  answered_invitation(me, q)
 }
 
 /* line 41: lock2(q, S = [a, b)) */
 inline on_lock2(me, q, a, b) {
+  answered_invitation(me, q);
   if
 #ifndef BUG_NO_I_EQ_S42
-  :: !locked[me] && lo[me] == a && hi[me] == b ->
+  :: !locked[me] && !closing[me] && lo[me] == a && hi[me] == b ->
 #else
-  :: !locked[me] ->
+  :: !locked[me] && !closing[me] ->
 #endif
      /* line 44: grant the lock to q */
      locked[me] = true; holder[me] = q; send(me, q, ok2, 0, 0)
   :: else ->
-     /* line 47 */
+     /* line 47 (and a closing node grants no lock) */
      send(me, q, fail2, 0, 0)
   fi
 }
@@ -490,6 +573,8 @@ inline on_done(me) {
 }
 
 inline handle(me, q) {
+  /* the receive path: no message ever reaches a node that finalized (independent of PRE) */
+  to_gone = GONE(me); assert(!to_gone);
   if
   :: ATTEMPT_MSG(m_t) -> inflight[me]-- 
   :: else -> skip
@@ -506,6 +591,7 @@ inline handle(me, q) {
   :: m_t == give_request   -> on_give_request(me, q, m_a, m_b)
   :: m_t == state          -> on_state(me, q, m_a, m_b)
   :: m_t == done           -> on_done(me)
+  :: m_t == withdraw       -> on_withdraw(me, q)
   fi
 }
 
@@ -534,16 +620,12 @@ end:
 #define RECV(j) :: d_step { ((j) < N && (j) != me && CAN_HANDLE((j) % N, me)) -> HANDLE((j) % N, me) }
 #endif
 
-#ifdef QUERY_INBOX
-chan qin[N] = [N] of { byte };  /* queries routed to node i and not yet handled */
-#endif
-
 /* ---- Figure 2: begin an attempt ---- */
 #ifndef UNBOUNDED
-#define CAN_BEGIN (!locked[me] && !attempting[me] && tries[me] > 0)
+#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me] && tries[me] > 0)
 #define USE_TRY tries[me]--
 #else
-#define CAN_BEGIN (!locked[me] && !attempting[me])
+#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me])
 #define USE_TRY skip
 #endif
 
@@ -594,10 +676,21 @@ inline app_receive(me) {
   }
 }
 
+/* doc: leaving in the middle: ph_finalize closes the node (at most once). Only a node that assumes nothing and
+ * has no attempt of its own (lock_protocol::busy(): l, or its own lock held for a transfer), i.e. a permanent
+ * leaver after give all, or a node that never joined; it finalizes (GONE) once it is no longer involved */
+#if FINALIZE
+#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && !attempting[me] && !(locked[me] && holder[me] == me)) \
+                              -> closing[me] = true }
+#else
+#define CLOSE(me)
+#endif
+
 proctype Node(byte me) {
 end:
   do
   :: begin(me)
+  CLOSE(me)
 #ifndef FINE_FAIRNESS
   RECV(0) RECV(1) RECV(2) RECV(3) RECV(4) RECV(5)
 #endif
@@ -610,10 +703,14 @@ end:
 
 /* ---- the overlay: a message to virtual node v reaches whoever assumes v when it is delivered, and waits
  * while nobody does ---- */
+/* (the owner cannot have finalized: it assumes v, and a closed node never assumes anything; asserted all the
+ * same) */
 #ifdef QUERY_INBOX
-#define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); assert(nfull(qin[m_o])); qin[m_o]!m_i; m_i = 0; m_o = 0
+#define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); \
+                         assert(nfull(qin[m_o])); qin[m_o]!m_i; m_i = 0; m_o = 0
 #else
-#define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); on_query(m_o, m_i); m_i = 0; m_o = 0
+#define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); on_query(m_o, m_i); \
+                         m_i = 0; m_o = 0
 #endif
 #define DELIVER(on, v) \
   :: d_step { (on && nempty(vq[v]) && OWNED(v)) -> DELIVER_QUERY(v) } \
@@ -646,6 +743,8 @@ proctype Final() {
     :: m_i < N ->
        assert(!locked[m_i] && !attempting[m_i] && phase[m_i] == PH_IDLE && inflight[m_i] == 0);
        assert(tr_lo[m_i] == tr_hi[m_i]);
+       invitation_open = INVITED(m_i); assert(!invitation_open);  /* decision 6: every lock_you_first answered */
+       assert(!closing[m_i] || GONE(m_i));  /* every node that closed has finalized */
        m_i++
     :: else -> break
     od;
@@ -727,26 +826,43 @@ init {
 }
 
 #ifdef LIVENESS
-/* under weak fairness every lock attempt ends (attempts_end), every lock is eventually free again
- * (locks_free), and both at once (live, the one check.sh runs) */
+/* under weak fairness every lock attempt ends (attempts_end), every lock is eventually free again (locks_free),
+ * both at once (live); every open invitation is answered (invitations_end); a node that closed finalizes
+ * (finalizes: closed and involved, it eventually is not, i.e. GONE, as closing stays set). settles, the one
+ * check.sh runs, says every involvement ends, which implies all of these (attempting, locked, invited each
+ * imply involved; closing stays set), with a smaller claim than their conjunction */
 #define ENDS(x) ((x) -> <> !(x))
 #if N == 3
 #define ALL_ATTEMPTS (ENDS(attempting[0]) && ENDS(attempting[1]) && ENDS(attempting[2]))
 #define ALL_LOCKS (ENDS(locked[0]) && ENDS(locked[1]) && ENDS(locked[2]))
+#define ALL_INVITATIONS (ENDS(INVITED(0)) && ENDS(INVITED(1)) && ENDS(INVITED(2)))
+#define ALL_FINALIZE (ENDS(closing[0] && INVOLVED(0)) && ENDS(closing[1] && INVOLVED(1)) \
+                      && ENDS(closing[2] && INVOLVED(2)))
+#define ALL_INVOLVED (ENDS(INVOLVED(0)) && ENDS(INVOLVED(1)) && ENDS(INVOLVED(2)))
 #define QUIET (!attempting[0] && !attempting[1] && !attempting[2] && !locked[0] && !locked[1] && !locked[2])
 #elif N == 4
 #define ALL_ATTEMPTS (ENDS(attempting[0]) && ENDS(attempting[1]) && ENDS(attempting[2]) && ENDS(attempting[3]))
 #define ALL_LOCKS (ENDS(locked[0]) && ENDS(locked[1]) && ENDS(locked[2]) && ENDS(locked[3]))
+#define ALL_INVITATIONS (ENDS(INVITED(0)) && ENDS(INVITED(1)) && ENDS(INVITED(2)) && ENDS(INVITED(3)))
+#define ALL_FINALIZE (ENDS(closing[0] && INVOLVED(0)) && ENDS(closing[1] && INVOLVED(1)) \
+                      && ENDS(closing[2] && INVOLVED(2)) && ENDS(closing[3] && INVOLVED(3)))
+#define ALL_INVOLVED (ENDS(INVOLVED(0)) && ENDS(INVOLVED(1)) && ENDS(INVOLVED(2)) && ENDS(INVOLVED(3)))
 #define QUIET (!attempting[0] && !attempting[1] && !attempting[2] && !attempting[3] && !locked[0] && !locked[1] \
                && !locked[2] && !locked[3])
 #else
 #define ALL_ATTEMPTS (ENDS(attempting[0]) && ENDS(attempting[1]))
 #define ALL_LOCKS (ENDS(locked[0]) && ENDS(locked[1]))
+#define ALL_INVITATIONS (ENDS(INVITED(0)) && ENDS(INVITED(1)))
+#define ALL_FINALIZE (ENDS(closing[0] && INVOLVED(0)) && ENDS(closing[1] && INVOLVED(1)))
+#define ALL_INVOLVED (ENDS(INVOLVED(0)) && ENDS(INVOLVED(1)))
 #define QUIET (!attempting[0] && !attempting[1] && !locked[0] && !locked[1])
 #endif
+ltl settles { [] ALL_INVOLVED }
 ltl live { [] (ALL_ATTEMPTS && ALL_LOCKS) }
 /* stronger, and only true with a bound on attempts: every run ends with no attempt and no lock */
 ltl quiesce { <> [] (QUIET) }
 ltl attempts_end { [] ALL_ATTEMPTS }
 ltl locks_free { [] ALL_LOCKS }
+ltl invitations_end { [] ALL_INVITATIONS }
+ltl finalizes { [] ALL_FINALIZE }
 #endif
