@@ -36,9 +36,20 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
   acquire();
   const auto spin_until = clock::now() + spin_time;
   bool ok = done();
+  // Even a deadline already passed (try_recv, poll) gives the network one non-blocking turn: an application that
+  // only ever polls between pieces of work keeps the background thread away (linger_time), so without this turn
+  // its links, handshakes and migrations would stand still until it blocks.
+  bool turned = false;
   while (!ok) {
     const auto now = clock::now();
-    if (now >= deadline) break;
+    if (now >= deadline) {
+      if (turned) break;
+      poll_some();
+      turned = true;
+      ok = done();
+      continue;
+    }
+    turned = true;
     if (app_wanting_.load(std::memory_order_relaxed) > 0) {
       // Another application thread wants the token (say, to send): let it in, then carry on.
       release();

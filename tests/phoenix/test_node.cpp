@@ -144,6 +144,25 @@ TEST_CASE("node: two nodes exchange messages through their virtual nodes, in ord
   CHECK_FALSE(b.try_recv(2));
 }
 
+TEST_CASE("node: an application that only polls with try_recv between pieces of work still gets its messages") {
+  // A thread that enters the API more often than the background thread's linger time keeps that thread away;
+  // try_recv must then drive the links itself (here: b's handshake with a, then the message).
+  two_nodes t;
+  REQUIRE_FALSE(t.a.assume({0, 500}));
+  REQUIRE_FALSE(t.b.assume({500, 1000}));
+  REQUIRE_FALSE(t.a.send(600, 4, "polled", 6));
+  std::optional<phoenix::Message> got;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!got && std::chrono::steady_clock::now() < deadline) {
+    got = t.b.try_recv(4);
+    const auto work_end = std::chrono::steady_clock::now() + 100us;  // computing, shorter than the linger time
+    while (std::chrono::steady_clock::now() < work_end) {
+    }
+  }
+  REQUIRE(got);
+  CHECK(payload_of(*got) == "polled");
+}
+
 TEST_CASE("node: send(Bytes&&) hands the buffer over without a copy; refused, it leaves the buffer alone") {
   two_nodes t;
   REQUIRE_FALSE(t.a.assume({0, 500}));
