@@ -7,7 +7,9 @@ packages=(
   g++ cmake ninja-build pkg-config                  # toolchain
   libasio-dev libspdlog-dev libfmt-dev libssl-dev    # runtime: standalone Asio, logging, HMAC/RAND
   libtoml11-dev libssh2-1-dev                        # configuration files; SSH links
+  libpng-dev                                         # PNG output of the ray tracer (apps/raytrace/)
   doctest-dev                                        # tests
+  libcli11-dev                                       # command lines of the apps
   clang libclang-rt-14-dev                           # libFuzzer harnesses and sanitizer runtimes
   openssh-server openssh-client                      # ssh:// link tests run a private sshd
   openmpi-bin libopenmpi-dev                         # the Open MPI anchor of the benchmarks

@@ -1,0 +1,322 @@
+// apps/launch/app_cluster.cpp — see app_cluster.hpp.
+#include "apps/launch/app_cluster.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "apps/launch/key_file.hpp"
+
+namespace phoenix::launch {
+namespace {
+
+volatile sig_atomic_t g_leave_requested = 0;
+void on_leave_signal(int) { g_leave_requested = 1; }
+
+std::string thousands(std::uint64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
+  return s;
+}
+
+bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+std::vector<ScheduleStep> figure6_schedule(int max_nodes, double interval_s) {
+  std::vector<ScheduleStep> steps;
+  double t = 0;
+  for (int n = 1; n < max_nodes; ++n) steps.push_back({t += interval_s, ScheduleStep::Action::join});
+  for (int n = max_nodes; n > 1; --n) steps.push_back({t += interval_s, ScheduleStep::Action::leave});
+  return steps;
+}
+
+std::optional<std::vector<ScheduleStep>> parse_schedule(const std::string& text) {
+  std::vector<ScheduleStep> steps;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto at = item.find('@');
+    if (at == std::string::npos) return std::nullopt;
+    const std::string what = item.substr(0, at);
+    ScheduleStep s;
+    if (what == "join")
+      s.action = ScheduleStep::Action::join;
+    else if (what == "leave")
+      s.action = ScheduleStep::Action::leave;
+    else
+      return std::nullopt;
+    try {
+      std::size_t used = 0;
+      s.at_s = std::stod(item.substr(at + 1), &used);
+      if (used != item.size() - at - 1 || s.at_s < 0) return std::nullopt;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    steps.push_back(s);
+  }
+  std::stable_sort(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.at_s < b.at_s; });
+  return steps;
+}
+
+// --- the node process's side --------------------------------------------------------------------------------
+
+NodeProcess::NodeProcess(const ChildPipes& pipes, Config config, std::vector<std::string> peers, int index)
+    : pipes_(pipes), config_(std::move(config)), peers_(std::move(peers)), index_(index) {
+  struct sigaction sa {};
+  sa.sa_handler = on_leave_signal;
+  ::sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &sa, nullptr);
+}
+
+void NodeProcess::report_port(const std::string& port) { report_line(pipes_.report_fd, "PORT " + port); }
+void NodeProcess::report_joined(std::uint64_t lo, std::uint64_t hi) {
+  report_line(pipes_.report_fd, "JOINED " + std::to_string(lo) + " " + std::to_string(hi));
+}
+void NodeProcess::report_units(std::uint64_t total) {
+  report_line(pipes_.report_fd, "UNITS " + std::to_string(total));
+}
+void NodeProcess::report_left() { report_line(pipes_.report_fd, "LEFT"); }
+void NodeProcess::report_result(const std::string& text) { report_line(pipes_.report_fd, "RESULT " + text); }
+void NodeProcess::report(const std::string& line) { report_line(pipes_.report_fd, config_.name + ": " + line); }
+bool NodeProcess::stop_requested() const { return launch::stop_requested(pipes_.control_fd); }
+bool NodeProcess::leave_requested() const { return g_leave_requested != 0; }
+
+// --- the launcher's side ------------------------------------------------------------------------------------
+
+namespace {
+
+struct NodeSlot {
+  std::string port;
+  bool joined = false;   // assumes an interval
+  bool leaving = false;  // told to leave
+  bool left = false;     // said so, or exited
+  bool exited = false;
+  std::uint64_t units = 0;
+};
+
+class Launcher {
+ public:
+  Launcher(const ClusterOptions& o, const NodeBody& body) : o_(o), body_(body) {}
+
+  ClusterOutcome run() {
+    install_interrupt_handlers();
+    dir_ = std::filesystem::temp_directory_path() / (o_.app + "-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    key_ = write_cluster_key(dir_ / "cluster.key");
+    if (!o_.trace_file.empty()) {
+      trace_.open(o_.trace_file);
+      if (!trace_) say("cannot write the trace file " + o_.trace_file);
+      trace_ << "time_s,nodes,units_per_s,units_total\n";
+    }
+    start_ = Clock::now();
+    pending_joins_ = o_.nodes;
+    ClusterOutcome out = loop();
+    const bool clean = group_.stop_all(std::chrono::seconds(15));
+    if (!clean) say("a node process did not exit cleanly");
+    out.ok = out.ok && clean && !failed_;
+    out.units = total_units();
+    out.joins = joins_;
+    out.leaves = leaves_;
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+    return out;
+  }
+
+ private:
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  void say(const std::string& line) {
+    std::printf("[%8.2fs] %s\n", now_s(), line.c_str());
+    std::fflush(stdout);
+  }
+  std::uint64_t total_units() const {
+    std::uint64_t t = 0;
+    for (const auto& n : nodes_) t += n.units;
+    return t;
+  }
+  int present() const {
+    return static_cast<int>(
+        std::count_if(nodes_.begin(), nodes_.end(), [](auto& n) { return n.joined && !n.left; }));
+  }
+  bool joining() const {
+    return std::any_of(nodes_.begin(), nodes_.end(), [](auto& n) { return !n.joined && !n.left; });
+  }
+
+  void spawn_node() {
+    const int index = static_cast<int>(nodes_.size());
+    std::vector<std::string> peers;
+    for (const auto& n : nodes_) {
+      if (n.joined && !n.left && !n.leaving && !n.port.empty()) peers.push_back(n.port);
+    }
+    Config c;
+    c.name = o_.app + std::to_string(index);
+    c.space_size = o_.space;
+    c.cluster_key_file = key_;
+    c.retry_interval_ms = 100;
+    if (const char* level = std::getenv("PHOENIX_LOG_LEVEL")) c.log_level = level;
+    nodes_.emplace_back();
+    const NodeBody& body = body_;
+    group_.spawn(c.name, [c, peers, index, &body](const ChildPipes& p) {
+      NodeProcess np(p, c, peers, index);
+      return body(np);
+    });
+    if (index > 0) say(c.name + " starts and joins");
+  }
+
+  void leave_one() {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      auto& n = nodes_[i];
+      if (!n.joined || n.left || n.leaving) continue;
+      if (present() - leaving_count() <= 1) break;
+      n.leaving = true;
+      say(o_.app + std::to_string(i) + " is told to leave");
+      group_.signal(i, SIGUSR1);
+      return;
+    }
+    say("a leave is skipped: one node must stay");
+  }
+  int leaving_count() const {
+    return static_cast<int>(
+        std::count_if(nodes_.begin(), nodes_.end(), [](auto& n) { return n.leaving && !n.left; }));
+  }
+
+  void on_line(std::size_t i, const std::string& line) {
+    auto& n = nodes_[i];
+    const std::string name = o_.app + std::to_string(i);
+    if (starts_with(line, "PORT ")) {
+      n.port = line.substr(5);
+    } else if (starts_with(line, "JOINED ")) {
+      n.joined = true;
+      if (i > 0) ++joins_;
+      std::istringstream in(line.substr(7));
+      std::uint64_t lo = 0, hi = 0;
+      in >> lo >> hi;
+      say(name + " assumes [" + std::to_string(lo) + ", " + std::to_string(hi) + "); " +
+          std::to_string(present()) + " nodes present");
+    } else if (starts_with(line, "UNITS ")) {
+      n.units = std::stoull(line.substr(6));
+    } else if (starts_with(line, "LEFT")) {
+      n.left = true;
+      ++leaves_;
+      say(name + " has left; " + std::to_string(present()) + " nodes present");
+    } else if (starts_with(line, "RESULT ")) {
+      result_ = line.substr(7);
+      result_at_ = now_s();
+    } else {
+      if (starts_with(line, "ERROR")) failed_ = true;
+      say(line);
+    }
+  }
+
+  void progress_line(double t) {
+    const std::uint64_t total = total_units();
+    const double dt = t - last_progress_t_;
+    const double rate = dt > 0 ? static_cast<double>(total - last_progress_units_) / dt : 0;
+    if (!o_.quiet) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%d nodes  %14.0f %s/s  total %s", present(), rate, o_.unit.c_str(),
+                    thousands(total).c_str());
+      say(buf);
+    }
+    if (trace_) trace_ << t << ',' << present() << ',' << rate << ',' << total << '\n' << std::flush;
+    last_progress_t_ = t;
+    last_progress_units_ = total;
+  }
+
+  ClusterOutcome loop() {
+    ClusterOutcome out;
+    std::size_t next_step = 0;
+    double next_progress = 1.0;
+    std::optional<double> done_waiting_until;
+    for (;;) {
+      if (interrupted()) {
+        say("interrupted; stopping every node");
+        failed_ = true;
+        return out;
+      }
+      const double t = now_s();
+      if (t > o_.timeout_s) {
+        say("no result after " + std::to_string(static_cast<int>(o_.timeout_s)) + " s; stopping every node");
+        failed_ = true;
+        return out;
+      }
+      while (next_step < o_.schedule.size() && o_.schedule[next_step].at_s <= t && !result_) {
+        if (o_.schedule[next_step].action == ScheduleStep::Action::join)
+          ++pending_joins_;
+        else
+          leave_one();
+        ++next_step;
+      }
+      if (pending_joins_ > 0 && !joining() && !result_) {
+        --pending_joins_;
+        spawn_node();
+      }
+      if (t >= next_progress) {
+        progress_line(t);
+        next_progress += 1.0;
+      }
+      if (result_ && !done_waiting_until) {
+        out.result = *result_;
+        out.seconds = result_at_;
+        out.ok = true;
+        progress_line(t);
+        say("result: " + *result_);
+        done_waiting_until = t + 3.0;  // the nodes stop by themselves once they hear "done"
+      }
+      if (done_waiting_until && (t >= *done_waiting_until ||
+                                 std::all_of(nodes_.begin(), nodes_.end(), [](auto& n) { return n.exited; }))) {
+        return out;
+      }
+      const double wait = std::min({next_progress, t + 0.05, o_.timeout_s + 0.01});
+      const auto deadline =
+          start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
+      auto ev = group_.next_event(deadline);
+      if (!ev) continue;
+      if (ev->eof) {
+        auto& n = nodes_[ev->child];
+        n.exited = true;
+        if (!n.left && !result_) {
+          say(o_.app + std::to_string(ev->child) + " exited unexpectedly");
+          failed_ = true;
+          return out;
+        }
+        n.left = true;
+        continue;
+      }
+      on_line(ev->child, ev->line);
+      if (failed_) return out;
+    }
+  }
+
+  const ClusterOptions& o_;
+  const NodeBody& body_;
+  ProcessGroup group_;
+  std::filesystem::path dir_;
+  std::string key_;
+  std::ofstream trace_;
+  Clock::time_point start_;
+  std::vector<NodeSlot> nodes_;
+  int pending_joins_ = 0;
+  int joins_ = 0, leaves_ = 0;
+  bool failed_ = false;
+  std::optional<std::string> result_;
+  double result_at_ = 0;
+  double last_progress_t_ = 0;
+  std::uint64_t last_progress_units_ = 0;
+};
+
+}  // namespace
+
+ClusterOutcome run_cluster(const ClusterOptions& options, const NodeBody& body) {
+  Launcher l(options, body);
+  return l.run();
+}
+
+}  // namespace phoenix::launch
