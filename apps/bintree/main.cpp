@@ -10,7 +10,7 @@
 #include <cstdio>
 
 #include "apps/bintree/bintree.hpp"
-#include "apps/launch/app_cluster.hpp"
+#include "apps/launch/cluster_cli.hpp"
 
 namespace {
 
@@ -23,24 +23,15 @@ int main(int argc, char** argv) {
   CLI::App cli{
       "bintree: a binary task tree evaluated by lazy task creation on phoenix nodes that join and leave"};
   std::uint32_t depth = 20, work = 2000, grain = 0;
-  int nodes = 2;
-  std::string schedule_text, trace;
-  double figure6 = 0, timeout = 3600;
-  bool sequential_only = false, no_check = false, quiet = false;
+  bool sequential_only = false, no_check = false;
   cli.add_option("--depth", depth, "depth of the tree: 2^depth leaves")->check(CLI::Range(1, 40));
   cli.add_option("--work", work, "rounds of arithmetic at each leaf (about 1.5 ns each)")
       ->check(CLI::Range(0, 100000000));
   cli.add_option("--grain", grain, "subtrees of this depth or less run as one task")->check(CLI::Range(0, 40));
-  cli.add_option("--nodes", nodes, "node processes present from the start")->check(CLI::Range(1, 64));
-  cli.add_option("--schedule", schedule_text, "joins and leaves during the run, e.g. join@2,leave@5 (seconds)");
-  cli.add_option("--figure6", figure6,
-                 "the paper's Figure 6: start on one node, add one every SECONDS up to 8, then remove them")
-      ->check(CLI::PositiveNumber);
-  cli.add_option("--trace", trace, "write time, nodes present and tasks per second as CSV to FILE");
-  cli.add_option("--timeout", timeout, "give up after this many seconds")->check(CLI::PositiveNumber);
   cli.add_flag("--sequential", sequential_only, "only run the sequential recursion and time it");
   cli.add_flag("--no-check", no_check, "do not run the sequential recursion to check the result");
-  cli.add_flag("--quiet", quiet, "no progress lines");
+  launch::ClusterCli run;
+  run.add_to(cli, "tasks");
   CLI11_PARSE(cli, argc, argv);
 
   const auto seq = [&] {
@@ -55,23 +46,9 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  launch::ClusterOptions o;
-  o.app = "bintree";
-  o.unit = "tasks";
-  o.nodes = figure6 > 0 ? 1 : nodes;
-  o.trace_file = trace;
-  o.timeout_s = timeout;
-  o.quiet = quiet;
-  if (figure6 > 0) {
-    o.schedule = launch::figure6_schedule(8, figure6);
-  } else if (!schedule_text.empty()) {
-    auto s = launch::parse_schedule(schedule_text);
-    if (!s) {
-      std::fprintf(stderr, "bintree: --schedule: expected join@SECONDS or leave@SECONDS, comma-separated\n");
-      return 2;
-    }
-    o.schedule = *s;
-  }
+  auto options = run.options("bintree", "tasks");
+  if (!options) return 2;
+  const launch::ClusterOptions& o = *options;
   std::printf("bintree: depth %u (%" PRIu64
               " leaves), %u rounds per leaf, %d nodes at the start, %zu joins/leaves "
               "scheduled\n",

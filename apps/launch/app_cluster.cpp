@@ -84,6 +84,7 @@ void NodeProcess::report_units(std::uint64_t total) {
   report_line(pipes_.report_fd, "UNITS " + std::to_string(total));
 }
 void NodeProcess::report_left() { report_line(pipes_.report_fd, "LEFT"); }
+void NodeProcess::report_finished() { report_line(pipes_.report_fd, "FINISHED"); }
 void NodeProcess::report_result(const std::string& text) { report_line(pipes_.report_fd, "RESULT " + text); }
 void NodeProcess::report(const std::string& line) { report_line(pipes_.report_fd, config_.name + ": " + line); }
 bool NodeProcess::stop_requested() const { return launch::stop_requested(pipes_.control_fd); }
@@ -99,6 +100,7 @@ struct NodeSlot {
   bool leaving = false;  // told to leave
   bool left = false;     // said so, or exited
   bool exited = false;
+  bool finished = false;  // its run ended: it may exit before the result reaches the launcher
   std::uint64_t units = 0;
 };
 
@@ -206,6 +208,8 @@ class Launcher {
       n.left = true;
       ++leaves_;
       say(name + " has left; " + std::to_string(present()) + " nodes present");
+    } else if (starts_with(line, "FINISHED")) {
+      n.finished = true;
     } else if (starts_with(line, "RESULT ")) {
       result_ = line.substr(7);
       result_at_ = now_s();
@@ -282,12 +286,18 @@ class Launcher {
       if (ev->eof) {
         auto& n = nodes_[ev->child];
         n.exited = true;
-        if (!n.left && !result_) {
+        if (!n.left && !n.finished && !result_) {
           say(o_.app + std::to_string(ev->child) + " exited unexpectedly");
           failed_ = true;
           return out;
         }
         n.left = true;
+        if (!result_ && pending_joins_ == 0 &&
+            std::all_of(nodes_.begin(), nodes_.end(), [](auto& m) { return m.exited; })) {
+          say("every node exited, and none reported a result");
+          failed_ = true;
+          return out;
+        }
         continue;
       }
       on_line(ev->child, ev->line);

@@ -56,6 +56,7 @@ class NodeProcess {
   void report_joined(std::uint64_t lo, std::uint64_t hi);
   void report_units(std::uint64_t total);  // cumulative units done by this process
   void report_left();                      // after a successful leave: assumes nothing any more
+  void report_finished();                  // the run ended here (or it was stopped): exiting is expected
   void report_result(const std::string& text);
   void report(const std::string& line);
   bool stop_requested() const;

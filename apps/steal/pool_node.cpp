@@ -3,6 +3,8 @@
 
 #include <phoenix/node.hpp>
 
+#include <cstdlib>
+
 namespace phoenix::apps {
 
 int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
@@ -28,7 +30,12 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
     pool.start(parts.root_task);
   } else {
     while (!node.assumed().size()) {
-      if (process.stop_requested()) return node.finalize() ? 1 : 0;
+      if (process.stop_requested()) {
+        // The run ended before this node obtained anything: it holds no state and no message of the run, but its
+        // join's query may wait for nodes that have already gone, and finalize would wait for the answer.
+        process.report_finished();
+        std::_Exit(0);
+      }
       const auto ec = node.join(5s);
       if (ec && ec != make_error_code(PH_ETIMEDOUT) && ec != make_error_code(PH_EBUSY)) {
         process.report("ERROR join: " + ec.message());
@@ -60,6 +67,7 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
     process.report("ERROR " + std::to_string(parts.errors()) + " malformed tasks");
   if (end == TaskPool::End::left) process.report_left();
   if (end == TaskPool::End::done && pool.result()) process.report_result(parts.describe(*pool.result()));
+  if (end != TaskPool::End::left) process.report_finished();
   return node.finalize() ? 1 : 0;
 }
 
