@@ -16,6 +16,7 @@ packages=(
   iproute2                                           # `ss -K` to cut live connections in tests; `ip netns`
   nftables                                           # the firewall of the network-namespace test (tests/netns/)
   spin                                               # model checking the migration protocol (spin-models/)
+  gnuplot-nox                                        # scripts/figure6.sh draws the Figure-6 picture
 )
 
 missing=()
