@@ -46,6 +46,7 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
   auto last_poll = clock::now();
   auto last_tick = last_poll;
   auto leave_retry = clock::time_point{};
+  home_ = home();
   for (;;) {
     if (done_) return End::done;
     if (hooks.stop && hooks.stop()) return End::stopped;
@@ -59,16 +60,19 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
       if (!ec) return End::left;
       steal_log()->warn("leaving failed ({}); trying again in a second", ec.message());
       leave_retry = clock::now() + std::chrono::seconds(1);
+      home_ = home();
     }
     if (deque_.empty()) {
       maybe_steal();
       if (auto m = node_.recv_for(any_tag, std::chrono::milliseconds(2))) handle(*m);
       while (auto m = node_.try_recv(any_tag)) handle(*m);
+      home_ = home();
       last_poll = clock::now();
       continue;
     }
     if (now - last_poll >= options_.poll_interval) {
       while (auto m = node_.try_recv(any_tag)) handle(*m);
+      home_ = home();
       last_poll = clock::now();
       if (deque_.empty()) continue;  // a thief took the last task
     }
@@ -85,7 +89,7 @@ void TaskPool::run_head() {
     deliver(t.parent, t.slot, std::move(out.result));
     return;
   }
-  const auto at = home();
+  const auto at = home_;
   if (out.children.empty() || !at) {
     // Nothing to wait for (or nowhere to name a join: this node gave everything away meanwhile, which run()
     // never lets happen between tasks): combine at once.

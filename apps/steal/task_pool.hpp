@@ -156,6 +156,9 @@ class TaskPool {
   std::mt19937_64 rng_;
   std::deque<Task> deque_;  // front: head (newest), back: tail (oldest)
   std::map<JoinName, Join> joins_;
+  // home() as of the last API call: intervals change only inside those, and asking the node takes its progress
+  // token, too dear once per task.
+  std::optional<vp_t> home_;
   std::uint64_t next_serial_ = 1;
   std::uint64_t steal_id_ = 0;  // the outstanding request, 0 if none
   std::chrono::steady_clock::time_point steal_sent_{};
