@@ -120,6 +120,7 @@ class Launcher {
     }
     start_ = Clock::now();
     pending_joins_ = o_.nodes;
+    pending_leaves_ = 0;
     ClusterOutcome out = loop();
     const bool clean = group_.stop_all(std::chrono::seconds(15));
     if (!clean) say("a node process did not exit cleanly");
@@ -172,17 +173,18 @@ class Launcher {
     if (index > 0) say(c.name + " starts and joins");
   }
 
-  void leave_one() {
+  // Tells the oldest present node to leave; false (nothing done) while only one node would stay.
+  bool leave_one() {
+    if (present() - leaving_count() <= 1) return false;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       auto& n = nodes_[i];
       if (!n.joined || n.left || n.leaving) continue;
-      if (present() - leaving_count() <= 1) break;
       n.leaving = true;
       say(o_.app + std::to_string(i) + " is told to leave");
       group_.signal(i, SIGUSR1);
-      return;
+      return true;
     }
-    say("a leave is skipped: one node must stay");
+    return false;
   }
   int leaving_count() const {
     return static_cast<int>(
@@ -255,9 +257,11 @@ class Launcher {
         if (o_.schedule[next_step].action == ScheduleStep::Action::join)
           ++pending_joins_;
         else
-          leave_one();
+          ++pending_leaves_;
         ++next_step;
       }
+      // A leave waits while one node alone is present (the others may still be joining).
+      if (pending_leaves_ > 0 && !result_ && leave_one()) --pending_leaves_;
       if (pending_joins_ > 0 && !joining() && !result_) {
         --pending_joins_;
         spawn_node();
@@ -273,6 +277,10 @@ class Launcher {
         progress_line(t);
         say("result: " + *result_);
         done_waiting_until = t + 3.0;  // the nodes stop by themselves once they hear "done"
+        // A node still joining holds nothing of the run and will not hear "done": stop it now.
+        for (std::size_t i = 0; i < nodes_.size(); ++i) {
+          if (!nodes_[i].joined && !nodes_[i].left) group_.stop(i);
+        }
       }
       if (done_waiting_until && (t >= *done_waiting_until ||
                                  std::all_of(nodes_.begin(), nodes_.end(), [](auto& n) { return n.exited; }))) {
@@ -314,6 +322,7 @@ class Launcher {
   Clock::time_point start_;
   std::vector<NodeSlot> nodes_;
   int pending_joins_ = 0;
+  int pending_leaves_ = 0;  // scheduled leaves not yet told: one node must stay
   int joins_ = 0, leaves_ = 0;
   bool failed_ = false;
   std::optional<std::string> result_;

@@ -4,9 +4,11 @@
 // virtual node space; every later one links to every node present and obtains an interval with ph_join. At the
 // times of the schedule a further node joins, or one present node (the oldest first: it holds virtual node 0
 // and the most state) is told to leave — SIGUSR1, upon which the application hands everything to a neighbour
-// with ph_leave and exits. Node processes report their progress in the application's unit (tasks, rows, flops);
-// the launcher prints the rate each second with the number of nodes present, and with a trace file writes the
-// same as CSV (time_s,nodes,units_per_s,units_total), from which scripts/figure6.py draws the paper's Figure 6.
+// with ph_leave and exits; a leave waits while only one node is present (the next may still be joining). Joins
+// happen one at a time, in order. Node processes report their progress in the application's unit (tasks, rows,
+// flops); the launcher prints the rate each second with the number of nodes present, and with a trace file
+// writes the same as CSV (time_s,nodes,units_per_s,units_total), from which scripts/figure6.sh draws the
+// paper's Figure 6.
 #pragma once
 
 #include <cstdint>

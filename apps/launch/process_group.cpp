@@ -209,6 +209,8 @@ void ProcessGroup::kill_and_reap(Child& c) {
   c.reaped = true;
 }
 
+void ProcessGroup::stop(std::size_t child) { close_fd(children_[child].control_fd); }
+
 bool ProcessGroup::stop_all(std::chrono::milliseconds grace) {
   for (auto& c : children_) close_fd(c.control_fd);
   auto deadline = Clock::now() + grace;

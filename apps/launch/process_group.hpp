@@ -1,4 +1,5 @@
-// apps/launch/process_group.hpp — forked child processes: local node processes for the demo, tests and benchmarks, each with a control and a report pipe.
+// apps/launch/process_group.hpp — forked child processes: local node processes for the demo, tests and
+// benchmarks, each with a control and a report pipe.
 //
 // The benchmarks run every phoenix node in a process of its own, so that nodes share no threads, allocator or
 // lock, as on real machines. A ProcessGroup forks them and owns them: every child is reaped, and a child still
@@ -69,6 +70,9 @@ class ProcessGroup {
   // Closes every control pipe, waits up to `grace` for the children to exit, kills the rest, reaps all.
   // True when every child exited by itself with status 0.
   bool stop_all(std::chrono::milliseconds grace);
+  // Closes one child's control pipe: its stop_requested() turns true. It is reaped by stop_all or the
+  // destructor.
+  void stop(std::size_t child);
 
   const std::string& name(std::size_t child) const { return children_[child].name; }
   // Sends sig to the child unless it was reaped (until then its PID cannot belong to another process).

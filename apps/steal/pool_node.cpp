@@ -36,7 +36,7 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
         process.report_finished();
         std::_Exit(0);
       }
-      const auto ec = node.join(5s);
+      const auto ec = node.join(250ms);  // short: a run that ends meanwhile is noticed soon
       if (ec && ec != make_error_code(PH_ETIMEDOUT) && ec != make_error_code(PH_EBUSY)) {
         process.report("ERROR join: " + ec.message());
         return 1;

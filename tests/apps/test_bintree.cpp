@@ -62,3 +62,15 @@ TEST_CASE(
   CHECK(out.leaves == 2);
   CHECK(out.result == apps::bintree::describe(apps::bintree::sequential(depth, work)));
 }
+
+TEST_CASE("bintree: a leave scheduled while one node alone is present waits for the next to join") {
+  launch::ClusterOptions o;
+  o.nodes = 2;
+  o.schedule = *launch::parse_schedule("leave@0");  // before the second node can possibly have joined
+  const std::uint32_t depth = 16, work = 4000;
+  const auto out = run_tree(depth, work, o);
+  REQUIRE(out.ok);
+  CHECK(out.joins == 1);
+  CHECK(out.leaves == 1);
+  CHECK(out.result == apps::bintree::describe(apps::bintree::sequential(depth, work)));
+}
