@@ -35,14 +35,14 @@ std::string describe(const Value& v) {
 }
 
 Bytes encode_task(std::uint32_t depth, std::uint64_t index) {
-  ByteWriter w;
+  ByteWriter w(12);
   w.u32(depth);
   w.u64(index);
   return std::move(w).take();
 }
 
 Bytes encode_value(const Value& v) {
-  ByteWriter w;
+  ByteWriter w(16);
   w.u64(v.leaves);
   w.u64(v.checksum);
   return std::move(w).take();

@@ -12,6 +12,9 @@ namespace phoenix::apps {
 
 class ByteWriter {
  public:
+  ByteWriter() = default;
+  // Reserves room for `capacity` bytes: one allocation for a message of known size.
+  explicit ByteWriter(std::size_t capacity) { out_.reserve(capacity); }
   void u8(std::uint8_t v) { out_.push_back(static_cast<std::byte>(v)); }
   void u32(std::uint32_t v) { put(v, 4); }
   void u64(std::uint64_t v) { put(v, 8); }
@@ -24,7 +27,9 @@ class ByteWriter {
 
  private:
   void put(std::uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<std::byte>(v >> (8 * i)));
+    const std::size_t at = out_.size();
+    out_.resize(at + static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) out_[at + static_cast<std::size_t>(i)] = static_cast<std::byte>(v >> (8 * i));
   }
   Bytes out_;
 };
