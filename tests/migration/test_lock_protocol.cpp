@@ -251,7 +251,7 @@ TEST_CASE("migration: cleanup frees the granted lock and leaves the granter's ow
   CHECK(s.flight[1].m.what == kind::cleanup_ack);
 }
 
-TEST_CASE("migration: an empty interval is never adjacent; a query returning to its sender ends the attempt") {
+TEST_CASE("migration: an empty interval is never adjacent, a query returning to its sender ends the attempt") {
   sim s(10, {{0, 5}, {5, 10}}, 5);
   lock_protocol& p = *s.nodes[1];
   REQUIRE(p.begin(plan{plan::action::take, side::below, 1}));

@@ -8,7 +8,7 @@
 
 using namespace phoenix::migration;
 
-TEST_CASE("migration message: every kind round-trips; a chunk keeps its bytes") {
+TEST_CASE("migration message: every kind round-trips, a chunk keeps its bytes") {
   for (int k = 1; k <= 15; ++k) {
     message m;
     m.what = static_cast<kind>(k);

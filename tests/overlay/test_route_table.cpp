@@ -59,7 +59,7 @@ TEST_CASE("route_table: newer seqno wins over fewer hops") {
   CHECK(t.next_hop(s) == b);
 }
 
-TEST_CASE("route_table: equal seqno, fewer hops wins; ties keep the current next hop") {
+TEST_CASE("route_table: equal seqno, fewer hops wins, ties keep the current next hop") {
   auto t = make_table({a, b});
   t.on_update(a, update({entry(s, 10, 3)}), t0);
   CHECK(t.next_hop(s) == a);
@@ -219,7 +219,7 @@ TEST_CASE("route_table: own interval changes bump the seqno and are triggered at
   CHECK(t.owner_of(25) == std::nullopt);
 }
 
-TEST_CASE("route_table: a poison of ourselves bumps our seqno above it; an echo does not") {
+TEST_CASE("route_table: a poison of ourselves bumps our seqno above it, an echo does not") {
   auto t = make_table({a});
   const std::uint64_t own = t.own_seqno();
   REQUIRE(own % 2 == 0);

@@ -118,7 +118,7 @@ std::thread serve(cluster& c, std::size_t i, std::atomic<bool>& stop) {
 
 }  // namespace
 
-TEST_CASE("migration: a fresh node joins with half an interval and its state; leaving hands it back") {
+TEST_CASE("migration: a fresh node joins with half an interval and its state, leaving hands it back") {
   cluster c;
   Node& a = c.add("a");
   REQUIRE_FALSE(a.assume({0, L}));
@@ -268,7 +268,7 @@ TEST_CASE("migration: a pack that fails keeps the interval where it is") {
 }
 
 TEST_CASE(
-    "migration: assume and release are refused while a migration holds the node; bad calls fail cleanly") {
+    "migration: assume and release are refused while a migration holds the node, bad calls fail cleanly") {
   phoenix::test::temp_dir dir;
   Node n(phoenix::test::node_config("n", dir.make_key(), L));
   CHECK(n.join(10ms).value() == PH_ESTATE);

@@ -163,7 +163,7 @@ TEST_CASE("node: an application that only polls with try_recv between pieces of 
   CHECK(payload_of(*got) == "polled");
 }
 
-TEST_CASE("node: send(Bytes&&) hands the buffer over without a copy; refused, it leaves the buffer alone") {
+TEST_CASE("node: send(Bytes&&) hands the buffer over without a copy, refused, it leaves the buffer alone") {
   two_nodes t;
   REQUIRE_FALSE(t.a.assume({0, 500}));
   REQUIRE_FALSE(t.b.assume({500, 1000}));
@@ -320,7 +320,7 @@ TEST_CASE("node: a missing cluster key file is a clear error") {
   CHECK(a.initialize("tcp://127.0.0.1:0").value() == PH_EKEY);
 }
 
-TEST_CASE("node: a peer sending garbage, a truncated frame or an oversized frame is cut off; others are served") {
+TEST_CASE("node: a peer sending garbage, a truncated frame or an oversized frame is cut off, others are served") {
   two_nodes t;
   log_capture logs;
   phoenix::overlay::logger()->set_level(spdlog::level::debug);
@@ -362,7 +362,7 @@ TEST_CASE("node: a peer sending garbage, a truncated frame or an oversized frame
   phoenix::overlay::logger()->set_level(spdlog::level::warn);
 }
 
-TEST_CASE("node: a relay that finalizes while traffic crosses it drops nothing; the traffic waits for a new path") {
+TEST_CASE("node: a relay that finalizes while traffic crosses it drops nothing, the traffic waits for a new path") {
   phoenix::test::temp_dir dir;
   const auto key = dir.make_key();
   Node a(base_config("a", key)), relay(base_config("relay", key)), b(base_config("b", key));
