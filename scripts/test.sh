@@ -32,10 +32,10 @@ for s in $stages; do
       ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 300
       ;;
     asan)
-      stage "ASan+UBSan build of the runtime tests"
+      stage "ASan+UBSan build of the runtime and application tests"
       configure build/asan -DCMAKE_BUILD_TYPE=Debug -DPHOENIX_SANITIZER=address -DPHOENIX_BUILD_BENCH=OFF
       cmake --build build/asan -j "$jobs"
-      ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration'
+      ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration|apps'
       ;;
     tsan)
       stage "TSan build of the runtime tests"

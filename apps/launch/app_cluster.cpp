@@ -87,8 +87,43 @@ void NodeProcess::report_left() { report_line(pipes_.report_fd, "LEFT"); }
 void NodeProcess::report_finished() { report_line(pipes_.report_fd, "FINISHED"); }
 void NodeProcess::report_result(const std::string& text) { report_line(pipes_.report_fd, "RESULT " + text); }
 void NodeProcess::report(const std::string& line) { report_line(pipes_.report_fd, config_.name + ": " + line); }
+void NodeProcess::report_error(const std::string& what) {
+  report_line(pipes_.report_fd, "ERROR " + config_.name + ": " + what);
+}
 bool NodeProcess::stop_requested() const { return launch::stop_requested(pipes_.control_fd); }
 bool NodeProcess::leave_requested() const { return g_leave_requested != 0; }
+
+bool connect_node(NodeProcess& process, Node& node) {
+  if (auto ec = node.initialize("tcp://127.0.0.1:0")) {
+    process.report_error("initialize: " + ec.message());
+    return false;
+  }
+  process.report_port(node.local_port());
+  for (const auto& peer : process.peers()) {
+    if (auto ec = node.add_port(peer)) {
+      process.report_error("add_port " + peer + ": " + ec.message());
+      return false;
+    }
+  }
+  return true;
+}
+
+bool join_run(NodeProcess& process, Node& node) {
+  while (node.assumed().empty()) {
+    if (process.stop_requested()) {
+      process.report_finished();
+      std::_Exit(0);
+    }
+    const auto ec = node.join(std::chrono::milliseconds(250));  // short: the run's end is noticed soon
+    if (ec && ec != make_error_code(PH_ETIMEDOUT) && ec != make_error_code(PH_EBUSY)) {
+      process.report_error("join: " + ec.message());
+      return false;
+    }
+  }
+  const auto mine = node.assumed();
+  process.report_joined(mine.front().lo, mine.front().hi);
+  return true;
+}
 
 // --- the launcher's side ------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <phoenix/config.hpp>
+#include <phoenix/node.hpp>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,8 @@ class NodeProcess {
   void report_left();                      // after a successful leave: assumes nothing any more
   void report_finished();                  // the run ended here (or it was stopped): exiting is expected
   void report_result(const std::string& text);
-  void report(const std::string& line);
+  void report(const std::string& line);        // a remark, shown by the launcher
+  void report_error(const std::string& what);  // the run fails (shown as "ERROR <node>: what")
   bool stop_requested() const;
   bool leave_requested() const;  // the launcher sent SIGUSR1
 
@@ -76,6 +78,14 @@ class NodeProcess {
 // report_units now and then; on leave_requested() leave and return 0; the node that learns the result calls
 // report_result. Returns the exit status.
 using NodeBody = std::function<int(NodeProcess&)>;
+
+// The start every application's node process shares. connect_node: initialize `node` on tcp://127.0.0.1:0,
+// report_port, add_port every peer. join_run (for a node that is not first()): ph_join until the node assumes
+// an interval, then report_joined. Both return false after report_error. A node still joining when the run
+// ends exits the process there (status 0): it holds nothing of the run, and finalize would wait for its join's
+// answer from nodes that have gone.
+bool connect_node(NodeProcess& process, Node& node);
+bool join_run(NodeProcess& process, Node& node);
 
 struct ClusterOutcome {
   bool ok = false;

@@ -3,48 +3,23 @@
 
 #include <phoenix/node.hpp>
 
-#include <cstdlib>
-
 namespace phoenix::apps {
 
 int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
   using namespace std::chrono_literals;
   Node node(process.config());
-  if (auto ec = node.initialize("tcp://127.0.0.1:0")) {
-    process.report("ERROR initialize: " + ec.message());
-    return 1;
-  }
-  process.report_port(node.local_port());
-  for (const auto& peer : process.peers()) {
-    if (auto ec = node.add_port(peer)) {
-      process.report("ERROR add_port " + peer + ": " + ec.message());
-      return 1;
-    }
-  }
+  if (!launch::connect_node(process, node)) return 1;
   TaskPool pool(node, *parts.app, parts.options);
   if (process.first()) {
     if (auto ec = node.assume({0, node.space_size()})) {
-      process.report("ERROR assume: " + ec.message());
+      process.report_error("assume: " + ec.message());
       return 1;
     }
+    process.report_joined(0, node.space_size());
     pool.start(parts.root_task);
-  } else {
-    while (!node.assumed().size()) {
-      if (process.stop_requested()) {
-        // The run ended before this node obtained anything: it holds no state and no message of the run, but its
-        // join's query may wait for nodes that have already gone, and finalize would wait for the answer.
-        process.report_finished();
-        std::_Exit(0);
-      }
-      const auto ec = node.join(250ms);  // short: a run that ends meanwhile is noticed soon
-      if (ec && ec != make_error_code(PH_ETIMEDOUT) && ec != make_error_code(PH_EBUSY)) {
-        process.report("ERROR join: " + ec.message());
-        return 1;
-      }
-    }
+  } else if (!launch::join_run(process, node)) {
+    return 1;
   }
-  const auto mine = node.assumed();
-  process.report_joined(mine.front().lo, mine.front().hi);
 
   bool stop = false;
   TaskPool::Hooks hooks;
@@ -62,9 +37,8 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
                  std::to_string(st.tasks_received) + ", steal requests " + std::to_string(st.steals_sent) +
                  ", state moved out/in " + std::to_string(st.state_moved_out) + "/" +
                  std::to_string(st.state_moved_in));
-  if (st.bad_messages) process.report("ERROR " + std::to_string(st.bad_messages) + " bad messages");
-  if (parts.errors && parts.errors())
-    process.report("ERROR " + std::to_string(parts.errors()) + " malformed tasks");
+  if (st.bad_messages) process.report_error(std::to_string(st.bad_messages) + " bad messages");
+  if (parts.errors && parts.errors()) process.report_error(std::to_string(parts.errors()) + " malformed tasks");
   if (end == TaskPool::End::left) process.report_left();
   if (end == TaskPool::End::done && pool.result()) process.report_result(parts.describe(*pool.result()));
   if (end != TaskPool::End::left) process.report_finished();

@@ -74,8 +74,8 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
     if (hooks.leave_now && now >= leave_retry && hooks.leave_now()) {
       const auto ec = node_.leave(options_.leave_timeout);
       if (!ec) return End::left;
-      steal_log()->warn("leaving failed ({}); trying again in a second", ec.message());
-      leave_retry = clock::now() + std::chrono::seconds(1);
+      steal_log()->info("leaving failed ({}); trying again soon", ec.message());
+      leave_retry = clock::now() + options_.leave_retry;
       home_ = home();
     }
     if (deque_.empty()) {

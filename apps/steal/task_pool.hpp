@@ -80,7 +80,10 @@ struct PoolOptions {
   std::chrono::microseconds poll_interval{200};  // how often a busy node looks at the network between tasks
   std::chrono::milliseconds steal_timeout{200};
   std::chrono::microseconds steal_backoff_max{20000};  // after "no task", wait up to this before asking again
-  std::chrono::milliseconds leave_timeout{30000};
+  // One leave attempt; between attempts the node handles its messages (near the end of a run the "done" that
+  // ends it may be waiting while the neighbours have stopped and cannot take its interval).
+  std::chrono::milliseconds leave_timeout{2000};
+  std::chrono::milliseconds leave_retry{200};
   std::uint64_t seed = 0;  // 0: from the resource name
 };
 

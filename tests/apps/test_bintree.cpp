@@ -50,7 +50,7 @@ TEST_CASE("bintree: three processes steal from each other and get the sequential
 }
 
 TEST_CASE(
-    "bintree: nodes join and leave mid-run, the oldest (holding virtual node 0) first; the value is exact") {
+    "bintree: nodes join and leave mid-run, the oldest (holding virtual node 0) first, the value is exact") {
   // Long enough (several seconds on one core) that every step of the schedule happens before the end.
   launch::ClusterOptions o;
   o.nodes = 2;
