@@ -10,9 +10,11 @@ packages=(
   libpng-dev                                         # PNG output of the ray tracer (apps/raytrace/)
   doctest-dev                                        # tests
   libcli11-dev                                       # command lines of the apps
+  libopenblas-dev liblapacke-dev                     # block updates and panel factorisation of apps/lu
   clang libclang-rt-14-dev                           # libFuzzer harnesses and sanitizer runtimes
   openssh-server openssh-client                      # ssh:// link tests run a private sshd
   openmpi-bin libopenmpi-dev                         # the Open MPI anchor of the benchmarks
+  libscalapack-openmpi-dev                           # ScaLAPACK's pdgetrf, the anchor of the LU benchmark
   iproute2                                           # `ss -K` to cut live connections in tests; `ip netns`
   nftables                                           # the firewall of the network-namespace test (tests/netns/)
   spin                                               # model checking the migration protocol (spin-models/)

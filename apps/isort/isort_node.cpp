@@ -1,0 +1,60 @@
+// apps/isort/isort_node.cpp — the node process of a parallel integer sort under the launcher (isort.hpp).
+#include <phoenix/node.hpp>
+
+#include "apps/isort/isort.hpp"
+
+namespace phoenix::apps::isort {
+namespace {
+
+std::string stats_line(const SortStats& st) {
+  return "keys ranked " + std::to_string(st.keys_ranked) + ", key iterations " +
+         std::to_string(st.key_iterations) + ", state moved out/in: keys " + std::to_string(st.keys_moved_out) +
+         "/" + std::to_string(st.keys_moved_in) + ", buckets " + std::to_string(st.buckets_moved_out) + "/" +
+         std::to_string(st.buckets_moved_in);
+}
+
+}  // namespace
+
+int run_node(launch::NodeProcess& process, const NpbClass& c, const SortOptions& options,
+             const std::function<void(const SortStats&)>& on_end) {
+  Node node(process.config());
+  if (!launch::connect_node(process, node)) return 1;
+  if (node.space_size() < c.keys) {
+    process.report_error("the virtual node space is smaller than the number of keys");
+    return 1;
+  }
+  Sorter sorter(node, c, options);
+  if (process.first()) {
+    sorter.start();
+    if (auto ec = node.assume({0, node.space_size()})) {
+      process.report_error("assume: " + ec.message());
+      return 1;
+    }
+    process.report_joined(0, node.space_size());
+  } else if (!launch::join_run(process, node)) {
+    return 1;
+  }
+
+  bool stop = false;
+  Sorter::Hooks hooks;
+  hooks.stop = [&] { return stop; };
+  hooks.leave_now = [&] { return process.leave_requested(); };
+  hooks.tick = [&] {
+    process.report_units(sorter.stats().keys_ranked);
+    stop = process.stop_requested();
+  };
+  const auto end = sorter.run(hooks);
+  const SortStats& st = sorter.stats();
+  process.report_units(st.keys_ranked);
+  process.report(stats_line(st));
+  if (st.bad_messages) process.report_error(std::to_string(st.bad_messages) + " bad messages");
+  if (st.send_errors) process.report_error(std::to_string(st.send_errors) + " failed sends");
+  if (sorter.result()) process.report_result(describe(*sorter.result()));
+  if (on_end) on_end(st);
+  if (end == Sorter::End::left) process.report_left();
+  if (end != Sorter::End::left) process.report_finished();
+  const bool clean = st.bad_messages == 0 && st.send_errors == 0;
+  return node.finalize() || !clean ? 1 : 0;
+}
+
+}  // namespace phoenix::apps::isort

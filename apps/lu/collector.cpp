@@ -1,0 +1,83 @@
+// apps/lu/collector.cpp — see collector.hpp.
+#include "apps/lu/collector.hpp"
+
+#include <chrono>
+
+namespace phoenix::apps::lu {
+
+std::int64_t wall_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Collector::Collector(const Problem& problem, const Layout& layout, std::int64_t start_ns)
+    : problem_(problem), layout_(layout), start_ns_(start_ns) {}
+
+bool Collector::add(FinalBlock f) {
+  if (f.block >= layout_.blocks() || blocks_.contains(f.block)) return false;
+  const std::size_t data_size = problem_.check ? std::size_t{layout_.nb()} * layout_.nb() : 0;
+  const std::uint32_t row = layout_.row(f.block);
+  const bool has_pivots = problem_.pivoting && row == layout_.col(f.block);
+  if (f.data.size() != data_size || (has_pivots ? !layout_.valid_pivots(f.pivots, row) : !f.pivots.empty()))
+    return false;
+  if (has_pivots) pivots_[row] = std::move(f.pivots);
+  blocks_.emplace(f.block, std::move(f.data));
+  migrations_ += f.migrations;
+  return true;
+}
+
+Summary Collector::conclude(std::int64_t now_ns) const {
+  Summary s;
+  s.n = problem_.n;
+  s.block = problem_.block;
+  s.pivoting = problem_.pivoting;
+  s.seconds = static_cast<double>(now_ns - start_ns_) * 1e-9;
+  s.migrations = migrations_;
+  if (problem_.check && complete()) record_residual(s, residual());
+  return s;
+}
+
+// ||PA - LU||_F / ||A||_F from the gathered factors and the regenerated A.
+double Collector::residual() const {
+  const std::uint32_t n = problem_.n, nb = layout_.nb();
+  std::vector<double> lu(std::size_t{n} * n);
+  for (const auto& [b, data] : blocks_) {
+    const std::size_t row0 = std::size_t{layout_.row(b)} * nb, col0 = std::size_t{layout_.col(b)} * nb;
+    for (std::size_t c = 0; c < nb; ++c)
+      for (std::size_t r = 0; r < nb; ++r) lu[(col0 + c) * n + row0 + r] = data[c * nb + r];
+  }
+  std::vector<std::uint32_t> pivots(n);
+  for (std::uint32_t i = 0; i < n; ++i) pivots[i] = i;
+  for (const auto& [step, rows] : pivots_)
+    for (std::uint32_t i = 0; i < nb; ++i) pivots[step * nb + i] = rows[i];
+  return relative_residual(generate_matrix(matrix_of(problem_)), lu, pivots, n);
+}
+
+// The blocks go as the final blocks they came as (the diagonal ones with their step's pivots), so reading them
+// back checks them as add() did.
+void Collector::write(ByteWriter& w) const {
+  w.u64(static_cast<std::uint64_t>(start_ns_));
+  w.u64(migrations_);
+  w.u64(blocks_.size());
+  for (const auto& [b, data] : blocks_) {
+    FinalBlock f{b, 0, {}, data};
+    const std::uint32_t row = layout_.row(b);
+    if (const auto it = pivots_.find(row); it != pivots_.end() && row == layout_.col(b)) f.pivots = it->second;
+    write_final(w, f);
+  }
+}
+
+std::optional<Collector> Collector::read(ByteReader& r, const Problem& problem, const Layout& layout) {
+  std::uint64_t start = 0, migrations = 0, count = 0;
+  if (!r.u64(start) || !r.u64(migrations) || !r.u64(count) || count > layout.blocks()) return std::nullopt;
+  Collector c(problem, layout, static_cast<std::int64_t>(start));
+  for (std::uint64_t i = 0; i < count; ++i) {
+    FinalBlock f;
+    if (!read_final(r, f) || !c.add(std::move(f))) return std::nullopt;
+  }
+  c.migrations_ = migrations;
+  return c;
+}
+
+}  // namespace phoenix::apps::lu

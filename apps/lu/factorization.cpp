@@ -1,0 +1,493 @@
+// apps/lu/factorization.cpp — see factorization.hpp.
+#include "apps/lu/factorization.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "apps/lu/log.hpp"
+
+namespace phoenix::apps::lu {
+namespace {
+
+constexpr std::uint32_t state_version = 1;
+
+// How long a send refused because the node holds too many messages (PH_EAGAIN) is retried: they drain as links
+// deliver, and losing a block's input would stall the run.
+constexpr std::chrono::milliseconds send_patience{10'000};
+
+VnodeMap identity_map() {
+  return VnodeMap{[](std::uint64_t v) { return static_cast<vp_t>(v); }, true};
+}
+
+template <class Send>
+std::error_code patiently(const Send& send) {
+  const auto give_up = std::chrono::steady_clock::now() + send_patience;
+  for (;;) {
+    const std::error_code ec = send();
+    if (ec.value() != PH_EAGAIN || std::chrono::steady_clock::now() >= give_up) return ec;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// The at-th nb×nb block of the m×nb column-major panel (its rows at·nb ..), in and out.
+void copy_into_panel(std::span<const double> block, std::vector<double>& panel, std::uint32_t at,
+                     std::uint32_t m, std::uint32_t nb) {
+  for (std::size_t c = 0; c < nb; ++c) std::copy_n(&block[c * nb], nb, &panel[c * m + std::size_t{at} * nb]);
+}
+std::vector<double> copy_from_panel(const std::vector<double>& panel, std::uint32_t at, std::uint32_t m,
+                                    std::uint32_t nb) {
+  std::vector<double> block(std::size_t{nb} * nb);
+  for (std::size_t c = 0; c < nb; ++c) std::copy_n(&panel[c * m + std::size_t{at} * nb], nb, &block[c * nb]);
+  return block;
+}
+
+}  // namespace
+
+Factorization::Factorization(Node& node, const Problem& problem, const Layout& layout, int first_tag)
+    : node_(node), problem_(problem), layout_(layout), first_tag_(first_tag) {
+  node_.set_state_handlers([this](Interval s) { return pack(s); },
+                           [this](Interval s, std::span<const std::byte> state) { return unpack(s, state); });
+}
+
+void Factorization::start() {
+  collector_.emplace(problem_, layout_, wall_clock_ns());
+  for (std::uint64_t b = 0; b < layout_.blocks(); ++b) records_[b].index = b;
+  for (auto& [b, r] : records_) advance(r);
+}
+
+void Factorization::advance_arrivals() {
+  for (const std::uint64_t b : std::exchange(arrived_, {})) {
+    if (auto it = records_.find(b); it != records_.end()) advance(it->second);
+  }
+}
+
+// --- messages in --------------------------------------------------------------------------------------------
+
+void Factorization::handle(const Message& m) {
+  switch (m.tag() - first_tag_) {
+    case tag_panel:
+      return on_direct(m, InputKind::panel);
+    case tag_rows:
+      return on_direct(m, InputKind::rows);
+    case tag_row:
+      return on_multicast(m, InputKind::row, layout_.by_row());
+    case tag_left:
+      return on_multicast(m, InputKind::left, layout_.by_row());
+    case tag_column:
+      return on_multicast(m, InputKind::column, layout_.by_column());
+    case tag_final:
+      return on_final(m);
+    case tag_done:
+      return on_done(m);
+    default:
+      reject("a message with tag " + std::to_string(m.tag()));
+  }
+}
+
+// A message sent straight to a block's virtual node.
+void Factorization::on_direct(const Message& m, InputKind kind) {
+  BlockRecord* r = record_at(m);
+  if (!r) return;
+  auto p = decode_payload(m.bytes());
+  if (!p) return reject("a malformed message for block " + std::to_string(r->index));
+  deliver(*r, kind, std::make_shared<const Payload>(std::move(*p)));
+}
+
+// A row or column multicast: the blocks of this node it names get the payload, the rest goes on.
+void Factorization::on_multicast(const Message& m, InputKind kind, const VnodeMap& map) {
+  const auto d = accept_multicast(node_, m, map);
+  if (!d) return reject("a malformed multicast");
+  if (d->forward_error) {
+    ++stats_.send_errors;
+    lu_log()->error("forwarding a multicast failed: {}", d->forward_error.message());
+  }
+  if (d->mine.empty()) return;
+  auto p = decode_payload(d->payload);
+  if (!p) return reject("a multicast with a malformed payload");
+  const auto shared = std::make_shared<const Payload>(std::move(*p));
+  for (const IndexRange& range : d->mine) {
+    for (std::uint64_t i = range.lo; i < range.hi; ++i) {
+      const std::uint64_t b = kind == InputKind::column ? layout_.transposed(i) : i;
+      auto it = records_.find(b);
+      if (it == records_.end()) {
+        reject("a multicast for block " + std::to_string(b) + ", which is not here");
+        continue;
+      }
+      deliver(it->second, kind, shared);
+    }
+  }
+}
+
+void Factorization::on_final(const Message& m) {
+  if (m.dest() != 0) return reject("a final block sent elsewhere than virtual node 0");
+  if (!collector_) {
+    if (assumes(0)) return reject("a final block where virtual node 0 has no collector");
+    return send_bytes(0, tag_final, Bytes(m.bytes().begin(), m.bytes().end()));  // it moved meanwhile
+  }
+  auto f = decode_final(m.bytes());
+  if (!f || !collector_->add(std::move(*f))) return reject("a malformed or repeated final block");
+  if (collector_->complete()) conclude();
+}
+
+void Factorization::on_done(const Message& m) {
+  if (!accept_multicast(node_, m, identity_map())) return reject("a malformed end of the run");
+  done_ = true;
+}
+
+// The record of the block m was sent to; nullptr if it is not here (m then goes on to its virtual node: it
+// moved after m arrived) or there is no such block.
+BlockRecord* Factorization::record_at(const Message& m) {
+  const auto b = layout_.block_at(m.dest());
+  if (!b) {
+    reject("a message for virtual node " + std::to_string(m.dest()) + ", where no block lives");
+    return nullptr;
+  }
+  if (auto it = records_.find(*b); it != records_.end()) return &it->second;
+  if (assumes(m.dest())) {
+    reject("a message for block " + std::to_string(*b) + ", whose record is missing");
+  } else {
+    send_bytes(m.dest(), static_cast<Tag>(m.tag() - first_tag_), Bytes(m.bytes().begin(), m.bytes().end()));
+  }
+  return nullptr;
+}
+
+// The sender part of the input's key if p is an input block r can have, nullopt if not (see payload.hpp for
+// what each kind carries).
+std::optional<std::uint32_t> Factorization::sender_key(const BlockRecord& r, InputKind kind,
+                                                       const Payload& p) const {
+  const std::uint32_t k = p.step, row = layout_.row(r.index), col = layout_.col(r.index);
+  const std::uint32_t side = layout_.per_side(), nb = layout_.nb();
+  const std::size_t block_size = std::size_t{nb} * nb;
+  if (k >= side) return std::nullopt;
+  const bool pivots_ok = problem_.pivoting ? layout_.valid_pivots(p.rows, k) : p.rows.empty();
+  switch (kind) {
+    case InputKind::panel:
+      if (row != k || col != k || p.index < k || p.index >= side || !p.rows.empty() ||
+          p.data.size() != block_size)
+        return std::nullopt;
+      return p.index;
+    case InputKind::row:
+      if (p.index != row || row < k || col < k || !pivots_ok || p.data.size() != block_size)
+        return std::nullopt;
+      return 0;
+    case InputKind::left:
+      if (!problem_.pivoting || p.index != row || col >= k || row < k || !pivots_ok || !p.data.empty())
+        return std::nullopt;
+      return 0;
+    case InputKind::column:
+      if (p.index != col || row <= k || col <= k || !p.rows.empty() || p.data.size() != block_size)
+        return std::nullopt;
+      return 0;
+    case InputKind::rows: {
+      const bool rows_here = std::all_of(p.rows.begin(), p.rows.end(), [&](auto x) { return x / nb == row; });
+      if (!problem_.pivoting || p.index < k || p.index >= side || p.index == row || row < k || col == k ||
+          p.rows.empty() || !rows_here || p.data.size() != p.rows.size() * nb)
+        return std::nullopt;
+      return p.index;
+    }
+  }
+  return std::nullopt;
+}
+
+void Factorization::deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p) {
+  const auto from = sender_key(r, kind, *p);
+  const std::string block = "block " + std::to_string(r.index);
+  if (!from) return reject("an input " + block + " cannot have");
+  if (r.final || p->step < r.step) return reject("an input for a step " + block + " has done");
+  const std::uint32_t step = p->step;
+  if (!r.inputs.emplace(InputKey{kind, step, *from}, std::move(p)).second)
+    return reject("an input " + block + " already has");
+  advance(r);
+}
+
+void Factorization::reject(const std::string& why) {
+  ++stats_.bad_messages;
+  lu_log()->warn("{}: ignored {}", node_.resource_name(), why);
+}
+
+// --- the block state machines -------------------------------------------------------------------------------
+
+// Runs whatever r can do with the inputs it has, step after step.
+void Factorization::advance(BlockRecord& r) {
+  while (!r.final) {
+    const std::uint32_t col = layout_.col(r.index);
+    const bool next = col == r.step ? advance_panel(r) : col > r.step ? advance_trailing(r) : advance_left(r);
+    if (!next) return;
+  }
+}
+
+// Block (I, k) at step k: its data to the diagonal, which factors the panel once all of it is there; then the
+// factored block comes back with the row multicast. True when the block goes on to step k+1.
+bool Factorization::advance_panel(BlockRecord& r) {
+  const std::uint32_t k = r.step, row = layout_.row(r.index);
+  if (r.stage == Stage::begin) {
+    ensure_data(r);
+    send(layout_.vnode(layout_.index(k, k)), tag_panel, Payload{k, row, {}, r.data});
+    r.stage = Stage::sent;
+  }
+  if (row == k && r.stage == Stage::sent && panel_gathered(r)) {
+    factor(r);
+    r.stage = Stage::factored;
+  }
+  const Payload* factored = r.input(InputKind::row, k);
+  if (!factored) return false;
+  r.data = factored->data;
+  if (row == k || !problem_.pivoting) {
+    finish(r, row == k ? factored->rows : std::vector<std::uint32_t>{});
+    return false;
+  }
+  r.next_step();
+  return true;
+}
+
+// Block (I, J), J > k, at step k: interchanges, then the solve (I = k, which makes it final) or the update.
+bool Factorization::advance_trailing(BlockRecord& r) {
+  const std::uint32_t k = r.step, row = layout_.row(r.index), col = layout_.col(r.index);
+  const Payload* l = r.input(InputKind::row, k);
+  if (!l) return false;
+  ensure_data(r);
+  if (!interchange(r, l->rows)) return false;
+  if (row == k) {
+    solve_unit_lower(l->data, r.data, layout_.nb());
+    stats_.flops += solve_flops(layout_.nb());
+    const std::uint64_t column = layout_.index(col, 0);  // column J, column-major
+    multicast_payload(tag_column, IndexRange{column + k + 1, column + layout_.per_side()}, layout_.by_column(),
+                      Payload{k, col, {}, r.data});
+    finish(r, {});
+    return false;
+  }
+  const Payload* u = r.input(InputKind::column, k);
+  if (!u) return false;
+  subtract_product(r.data, l->data, u->data, layout_.nb());
+  stats_.flops += update_flops(layout_.nb());
+  r.next_step();
+  return true;
+}
+
+// Block (I, J), J < k <= I, at step k (with pivoting only): the step's interchanges; final after step I.
+bool Factorization::advance_left(BlockRecord& r) {
+  const std::uint32_t k = r.step;
+  const Payload* pivots = r.input(InputKind::left, k);
+  if (!pivots || !interchange(r, pivots->rows)) return false;
+  if (k == layout_.row(r.index)) {
+    finish(r, {});
+    return false;
+  }
+  r.next_step();
+  return true;
+}
+
+bool Factorization::panel_gathered(const BlockRecord& diagonal) const {
+  const std::uint32_t k = diagonal.step;
+  for (std::uint32_t row = k; row < layout_.per_side(); ++row) {
+    if (!diagonal.input(InputKind::panel, k, row)) return false;
+  }
+  return true;
+}
+
+// The diagonal block at step k, with the whole panel: factors it and multicasts each block row its factored
+// block with the pivots (and, with pivoting, the pivots to the row's left blocks).
+void Factorization::factor(const BlockRecord& diagonal) {
+  const std::uint32_t k = diagonal.step, side = layout_.per_side(), nb = layout_.nb();
+  const std::uint32_t m = (side - k) * nb;
+  std::vector<double> panel(std::size_t{m} * nb);
+  for (std::uint32_t row = k; row < side; ++row)
+    copy_into_panel(diagonal.input(InputKind::panel, k, row)->data, panel, row - k, m, nb);
+  std::vector<std::uint32_t> pivots;
+  if (const int info = factor_panel(panel, m, nb, problem_.pivoting, pivots); info != 0)
+    lu_log()->warn("panel {}: LAPACK info {} (a zero pivot makes U singular)", k, info);
+  stats_.flops += panel_flops(m, nb);
+  for (auto& p : pivots) p += k * nb;  // panel rows to matrix rows
+  for (std::uint32_t row = k; row < side; ++row) {
+    const std::uint64_t first = layout_.index(row, 0);
+    multicast_payload(tag_row, IndexRange{first + k, first + side}, layout_.by_row(),
+                      Payload{k, row, pivots, copy_from_panel(panel, row - k, m, nb)});
+    if (problem_.pivoting)
+      multicast_payload(tag_left, IndexRange{first, first + k}, layout_.by_row(), Payload{k, row, pivots, {}});
+  }
+}
+
+// Step k's interchanges in block (I, J), J != k: its rows out to the blocks that need them, then, once every
+// block that owes it rows has sent them, the new rows in place. True once done.
+bool Factorization::interchange(BlockRecord& r, std::span<const std::uint32_t> pivots) {
+  if (r.stage == Stage::swapped) return true;
+  const std::uint32_t nb = layout_.nb(), row = layout_.row(r.index);
+  const std::vector<RowMove>& moves = moves_of(r.step, pivots);
+  if (r.stage == Stage::begin) {
+    send_rows(r, moves);
+    r.stage = Stage::sent;
+  }
+  std::map<std::uint32_t, const Payload*> from;  // by source block row
+  for (const RowMove& move : moves) {
+    const std::uint32_t source = move.src / nb;
+    if (move.dest / nb != row || source == row || from.contains(source)) continue;
+    const Payload* rows = r.input(InputKind::rows, r.step, source);
+    if (!rows) return false;
+    from.emplace(source, rows);
+  }
+  apply_moves(r, moves, from);
+  r.stage = Stage::swapped;
+  return true;
+}
+
+const std::vector<RowMove>& Factorization::moves_of(std::uint32_t step, std::span<const std::uint32_t> pivots) {
+  auto& [known, moves] = moves_[step];
+  if (!std::equal(known.begin(), known.end(), pivots.begin(), pivots.end())) {
+    known.assign(pivots.begin(), pivots.end());
+    moves = net_row_moves(step * layout_.nb(), pivots);
+  }
+  return moves;
+}
+
+// One message per destination block of the same column, with every row it gets from this block.
+void Factorization::send_rows(const BlockRecord& r, const std::vector<RowMove>& moves) {
+  const std::uint32_t nb = layout_.nb(), row = layout_.row(r.index), col = layout_.col(r.index);
+  std::map<std::uint32_t, Payload> out;  // by destination block row
+  for (const RowMove& move : moves) {
+    if (move.src / nb != row || move.dest / nb == row) continue;
+    Payload& p = out[move.dest / nb];
+    p.step = r.step;
+    p.index = row;
+    p.rows.push_back(move.dest);
+    p.data.resize(p.data.size() + nb);
+    double* to = &p.data[p.data.size() - nb];
+    for (std::size_t c = 0; c < nb; ++c) to[c] = r.data[c * nb + move.src % nb];
+  }
+  for (const auto& [dest, p] : out) send(layout_.vnode(layout_.index(dest, col)), tag_rows, p);
+}
+
+// The new rows are gathered first (a row may be the source of another row of the same block), then written.
+void Factorization::apply_moves(BlockRecord& r, const std::vector<RowMove>& moves,
+                                const std::map<std::uint32_t, const Payload*>& from) {
+  const std::uint32_t nb = layout_.nb(), row = layout_.row(r.index);
+  std::vector<std::uint32_t> dests;
+  std::vector<double> rows;  // row i of the result, for dests[i]: nb values in column order
+  for (const RowMove& move : moves) {
+    if (move.dest / nb != row) continue;
+    const double* values = &r.data[move.src % nb];  // row src of this block: stride nb
+    std::size_t stride = nb;
+    if (move.src / nb != row) {
+      const Payload& p = *from.at(move.src / nb);
+      const auto at = std::find(p.rows.begin(), p.rows.end(), move.dest);
+      if (at == p.rows.end()) {
+        reject("rows for block " + std::to_string(r.index) + " without row " + std::to_string(move.dest));
+        continue;
+      }
+      values = &p.data[static_cast<std::size_t>(at - p.rows.begin()) * nb];
+      stride = 1;
+    }
+    dests.push_back(move.dest % nb);
+    for (std::size_t c = 0; c < nb; ++c) rows.push_back(values[c * stride]);
+  }
+  for (std::size_t i = 0; i < dests.size(); ++i)
+    for (std::size_t c = 0; c < nb; ++c) r.data[c * nb + dests[i]] = rows[i * nb + c];
+}
+
+// r is done: its data (if the run checks) goes to the collector, and only a small final record stays.
+void Factorization::finish(BlockRecord& r, std::vector<std::uint32_t> pivots) {
+  FinalBlock f{r.index, r.migrations, std::move(pivots), {}};
+  if (problem_.check) f.data = std::move(r.data);
+  r.final = true;
+  r.data = {};
+  r.inputs.clear();
+  ++stats_.blocks_finished;
+  send_bytes(0, tag_final, encode(f));
+}
+
+// Every block is final: the summary, then the end of the run for every node.
+void Factorization::conclude() {
+  result_ = collector_->conclude(wall_clock_ns());
+  lu_log()->info("factorised: {}", describe(*result_));
+  if (auto ec =
+          multicast(node_, first_tag_ + tag_done, IndexRange{0, node_.space_size()}, identity_map(), {})) {
+    ++stats_.send_errors;
+    lu_log()->error("announcing the end failed: {}", ec.message());
+  }
+}
+
+void Factorization::ensure_data(BlockRecord& r) const {
+  if (r.data.empty())
+    r.data = generate_block(matrix_of(problem_), layout_.nb(), layout_.row(r.index), layout_.col(r.index));
+}
+
+// --- messages out -------------------------------------------------------------------------------------------
+
+void Factorization::send(vp_t dest, Tag tag, const Payload& p) { send_bytes(dest, tag, encode(p)); }
+
+void Factorization::send_bytes(vp_t dest, Tag tag, Bytes body) {
+  if (auto ec = patiently([&] { return node_.send(dest, first_tag_ + tag, std::move(body)); })) {
+    ++stats_.send_errors;
+    lu_log()->error("sending to virtual node {} failed: {}", dest, ec.message());
+  }
+}
+
+void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, const Payload& p) {
+  const Bytes body = encode(p);
+  if (auto ec = patiently([&] { return multicast(node_, first_tag_ + tag, range, map, body); })) {
+    ++stats_.send_errors;
+    lu_log()->error("multicasting to blocks [{}, {}) failed: {}", range.lo, range.hi, ec.message());
+  }
+}
+
+bool Factorization::assumes(vp_t v) const {
+  const auto mine = node_.assumed();
+  return std::any_of(mine.begin(), mine.end(), [v](const Interval& s) { return s.contains(v); });
+}
+
+// --- state that moves with virtual nodes --------------------------------------------------------------------
+
+// Every record whose virtual node is in s, and the collector if s holds virtual node 0.
+std::optional<Bytes> Factorization::pack(Interval s) {
+  ByteWriter w;
+  w.u32(state_version);
+  const bool collector_goes = collector_ && s.contains(0);
+  w.u8(collector_goes ? 1 : 0);
+  if (collector_goes) {
+    collector_->write(w);
+    collector_.reset();
+  }
+  std::vector<const BlockRecord*> leaving;
+  for (const auto& [b, r] : records_) {
+    if (s.contains(layout_.vnode(b))) leaving.push_back(&r);
+  }
+  write_records(w, leaving);
+  stats_.records_moved_out += leaving.size();
+  std::erase_if(records_, [&](const auto& entry) { return s.contains(layout_.vnode(entry.first)); });
+  return std::move(w).take();
+}
+
+// Checks everything before taking anything: a malformed state changes nothing.
+bool Factorization::unpack(Interval s, std::span<const std::byte> state) {
+  ByteReader r(state);
+  std::uint32_t version = 0;
+  std::uint8_t with_collector = 0;
+  if (!r.u32(version) || version != state_version || !r.u8(with_collector) || with_collector > 1) return false;
+  std::optional<Collector> collector;
+  if (with_collector) {
+    if (!s.contains(0) || collector_) return false;
+    collector = Collector::read(r, problem_, layout_);
+    if (!collector) return false;
+  }
+  auto arriving = read_records(r, layout_.nb(), layout_.blocks());
+  if (!arriving || !r.at_end()) return false;
+  std::set<std::uint64_t> seen;
+  for (const BlockRecord& rec : *arriving) {
+    if (rec.index >= layout_.blocks() || !s.contains(layout_.vnode(rec.index)) ||
+        records_.contains(rec.index) || !seen.insert(rec.index).second ||
+        (!rec.final && rec.step >= layout_.per_side()))
+      return false;
+  }
+  if (collector) collector_ = std::move(collector);
+  for (BlockRecord& rec : *arriving) {
+    ++rec.migrations;
+    arrived_.push_back(rec.index);
+    records_.emplace(rec.index, std::move(rec));
+  }
+  stats_.records_moved_in += arriving->size();
+  return true;
+}
+
+}  // namespace phoenix::apps::lu

@@ -1,0 +1,113 @@
+// apps/lu/factorization.hpp — the LU factorisation as block records driven by messages (the algorithm and its
+// decisions are in lu.hpp): this node's records and, if it assumes virtual node 0, the collector; the handlers
+// of every message; the pack/unpack handlers that move records with their virtual nodes.
+//
+// Threads: one application thread calls everything here. The constructor installs the node's state handlers,
+// which run on that thread inside Node::recv, try_recv, recv_for, poll, join and leave; handle() never calls
+// those, so records only move between messages, when none of them has anything left to run.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <phoenix/node.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "apps/lu/block.hpp"
+#include "apps/lu/collector.hpp"
+#include "apps/lu/layout.hpp"
+#include "apps/lu/lu.hpp"
+
+namespace phoenix::apps::lu {
+
+struct LuStats {
+  std::uint64_t flops = 0;              // done on this node: the paper's unit of progress for LU
+  std::uint64_t blocks_finished = 0;    // blocks that became final here
+  std::uint64_t records_moved_out = 0;  // block records packed for migration
+  std::uint64_t records_moved_in = 0;
+  std::uint64_t bad_messages = 0;  // malformed, or not meant for the block they reached
+  std::uint64_t send_errors = 0;
+};
+
+class Factorization {
+ public:
+  static constexpr int default_first_tag = 3000;  // tags first_tag .. first_tag + 6
+
+  Factorization(Node& node, const Problem& problem, const Layout& layout, int first_tag = default_first_tag);
+  Factorization(const Factorization&) = delete;
+  Factorization& operator=(const Factorization&) = delete;
+
+  // On the first node, once it assumes all of [0, L): every block's record and the collector, and the first
+  // steps of the blocks that can start.
+  void start();
+  // One received message (any tag: foreign ones are counted as bad).
+  void handle(const Message& m);
+  // Lets the records that arrived by migration since the last call run what they can.
+  void advance_arrivals();
+
+  bool done() const { return done_; }  // "done" reached this node: the run is over
+  // On the node whose collector saw the last block.
+  const std::optional<Summary>& result() const { return result_; }
+  const LuStats& stats() const { return stats_; }
+  std::size_t records() const { return records_.size(); }
+  bool has_collector() const { return collector_.has_value(); }
+
+  // The state handlers (installed by the constructor).
+  std::optional<Bytes> pack(Interval s);
+  bool unpack(Interval s, std::span<const std::byte> state);
+
+ private:
+  enum Tag : int { tag_panel = 0, tag_row, tag_left, tag_column, tag_rows, tag_final, tag_done };
+
+  // messages in
+  void on_direct(const Message& m, InputKind kind);
+  void on_multicast(const Message& m, InputKind kind, const VnodeMap& map);
+  void on_final(const Message& m);
+  void on_done(const Message& m);
+  BlockRecord* record_at(const Message& m);
+  std::optional<std::uint32_t> sender_key(const BlockRecord& r, InputKind kind, const Payload& p) const;
+  void deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p);
+  void reject(const std::string& why);
+
+  // the block state machines
+  void advance(BlockRecord& r);
+  bool advance_panel(BlockRecord& r);
+  bool advance_trailing(BlockRecord& r);
+  bool advance_left(BlockRecord& r);
+  bool panel_gathered(const BlockRecord& diagonal) const;
+  void factor(const BlockRecord& diagonal);
+  bool interchange(BlockRecord& r, std::span<const std::uint32_t> pivots);
+  const std::vector<RowMove>& moves_of(std::uint32_t step, std::span<const std::uint32_t> pivots);
+  void send_rows(const BlockRecord& r, const std::vector<RowMove>& moves);
+  void apply_moves(BlockRecord& r, const std::vector<RowMove>& moves,
+                   const std::map<std::uint32_t, const Payload*>& from);
+  void finish(BlockRecord& r, std::vector<std::uint32_t> pivots);
+  void conclude();
+  void ensure_data(BlockRecord& r) const;
+
+  // messages out
+  void send(vp_t dest, Tag tag, const Payload& p);
+  void send_bytes(vp_t dest, Tag tag, Bytes body);
+  void multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, const Payload& p);
+  bool assumes(vp_t v) const;
+
+  Node& node_;
+  Problem problem_;
+  Layout layout_;
+  int first_tag_;
+  std::map<std::uint64_t, BlockRecord>
+      records_;                         // by block index: the blocks whose virtual nodes this node assumes
+  std::optional<Collector> collector_;  // if it assumes virtual node 0
+  std::vector<std::uint64_t> arrived_;  // records unpacked since advance_arrivals
+  // Each step's pivots and their net row moves, computed once for all the blocks here (derived from inputs, so
+  // not state: it does not move).
+  std::map<std::uint32_t, std::pair<std::vector<std::uint32_t>, std::vector<RowMove>>> moves_;
+  std::optional<Summary> result_;
+  bool done_ = false;
+  LuStats stats_;
+};
+
+}  // namespace phoenix::apps::lu

@@ -1,0 +1,107 @@
+// apps/lu/lu_node.cpp — the node process of an LU run under the launcher (lu.hpp, apps/launch/app_cluster.hpp):
+// makes the node, assumes everything (the first node, which creates every block) or joins, handles messages
+// until the run is over, and leaves when told, its blocks going to a neighbour with their state.
+#include <chrono>
+#include <cstdlib>
+#include <phoenix/node.hpp>
+
+#include "apps/lu/factorization.hpp"
+#include "apps/lu/log.hpp"
+#include "apps/lu/lu.hpp"
+
+namespace phoenix::apps::lu {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto tick_interval = 100ms;  // progress reports and the launcher's stop request
+constexpr auto idle_wait = 5ms;        // blocking receive when nothing is queued
+// try_recv returns a queued message without running migration steps, and a busy node always has messages
+// queued (its blocks send to each other): poll now and then, so that a join or leave is not held up.
+constexpr auto poll_interval = 2ms;
+// A leave is tried for a while, then messages are handled before the next try: near the end the neighbours may
+// already have stopped, and the "done" that ends this node's run too is waiting in its queue. (A transfer still
+// under way when a try times out goes on, and the next try sees it end.)
+constexpr auto leave_attempt = 2s;
+constexpr auto leave_retry_interval = 200ms;
+
+enum class End { done, stopped, left };
+
+// Handles messages until the run is over, the launcher stops it, or the node has left.
+End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
+  auto last_tick = Clock::now();
+  auto last_poll = last_tick;
+  auto leave_at = Clock::time_point{};
+  bool reported = false;
+  for (;;) {
+    if (lu.result() && !reported) {
+      process.report_result(describe(*lu.result()));
+      reported = true;
+    }
+    if (lu.done()) return End::done;
+    const auto now = Clock::now();
+    if (now - last_tick >= tick_interval) {
+      process.report_units(lu.stats().flops);
+      if (process.stop_requested()) return End::stopped;
+      last_tick = now;
+    }
+    // The node with the result stays: "done" is on its way to it.
+    if (process.leave_requested() && !lu.result() && now >= leave_at) {
+      const auto ec = node.leave(leave_attempt);
+      if (!ec) return End::left;
+      lu_log()->info("leaving: {}; handling messages, then trying again", ec.message());
+      leave_at = Clock::now() + leave_retry_interval;
+    }
+    if (now - last_poll >= poll_interval) {
+      node.poll();
+      last_poll = now;
+    }
+    auto m = node.try_recv(any_tag);
+    if (!m) m = node.recv_for(any_tag, idle_wait);
+    if (m) lu.handle(*m);
+    lu.advance_arrivals();
+  }
+}
+
+void report_stats(launch::NodeProcess& process, const LuStats& st) {
+  process.report_units(st.flops);
+  process.report("blocks finished here " + std::to_string(st.blocks_finished) + ", state moved out/in " +
+                 std::to_string(st.records_moved_out) + "/" + std::to_string(st.records_moved_in) + " blocks");
+  if (st.bad_messages) process.report_error(std::to_string(st.bad_messages) + " bad messages");
+  if (st.send_errors) process.report_error(std::to_string(st.send_errors) + " failed sends");
+}
+
+}  // namespace
+
+int run_node(launch::NodeProcess& process, const Problem& problem) {
+  use_one_blas_thread();
+  Node node(process.config());
+  if (!launch::connect_node(process, node)) return 1;
+  const auto layout = Layout::make(problem.n, problem.block, node.space_size());
+  if (!layout) {
+    process.report_error(validate(problem, node.space_size()));
+    return 1;
+  }
+  Factorization lu(node, problem, *layout);
+  if (process.first()) {
+    if (auto ec = node.assume({0, node.space_size()})) {
+      process.report_error("assume: " + ec.message());
+      return 1;
+    }
+    process.report_joined(0, node.space_size());
+    lu.start();
+  } else if (!launch::join_run(process, node)) {
+    return 1;
+  }
+
+  const End end = run(node, lu, process);
+  report_stats(process, lu.stats());
+  if (end == End::left)
+    process.report_left();
+  else
+    process.report_finished();
+  return node.finalize() ? 1 : 0;
+}
+
+}  // namespace phoenix::apps::lu

@@ -1,0 +1,462 @@
+// tests/apps/test_lu.cpp — the LU application's parts (apps/lu): where blocks live, the kernels against naive
+// loops, the row permutation of a step, the residual check, the block records' codec and state hand-over, bad
+// input, and a whole factorisation on one in-process node.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "apps/lu/block.hpp"
+#include "apps/lu/factorization.hpp"
+#include "apps/lu/kernels.hpp"
+#include "apps/lu/layout.hpp"
+#include "apps/lu/lu.hpp"
+#include "apps/lu/payload.hpp"
+#include "support/nodes.hpp"
+#include "support/temp_dir.hpp"
+
+namespace {
+
+using namespace phoenix;
+using namespace phoenix::apps::lu;
+using phoenix::apps::ByteReader;
+using phoenix::apps::ByteWriter;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t L = std::uint64_t{1} << 40;
+
+std::vector<double> random_matrix(std::uint32_t rows, std::uint32_t cols, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::vector<double> a(std::size_t{rows} * cols);
+  for (auto& x : a) x = d(rng);
+  return a;
+}
+
+double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+// L·U of the packed m×n factors (L unit lower m×n, U upper n×n), by the definition.
+std::vector<double> naive_product(const std::vector<double>& lu, std::uint32_t m, std::uint32_t n) {
+  std::vector<double> out(std::size_t{m} * n, 0.0);
+  for (std::uint32_t i = 0; i < m; ++i)
+    for (std::uint32_t j = 0; j < n; ++j)
+      for (std::uint32_t t = 0; t <= std::min(i, j); ++t) {
+        const double l = t == i ? 1.0 : lu[std::size_t{t} * m + i];
+        out[std::size_t{j} * m + i] += l * lu[std::size_t{j} * m + t];
+      }
+  return out;
+}
+
+// Rows of the m×n matrix a interchanged as LAPACK's pivots say (row i with pivots[i], in order).
+std::vector<double> interchanged(std::vector<double> a, std::uint32_t m, std::uint32_t n,
+                                 const std::vector<std::uint32_t>& pivots) {
+  for (std::uint32_t i = 0; i < pivots.size(); ++i)
+    for (std::uint32_t c = 0; c < n; ++c)
+      std::swap(a[std::size_t{c} * m + i], a[std::size_t{c} * m + pivots[i]]);
+  return a;
+}
+
+struct OneNode {
+  test::temp_dir dir;
+  Node node;
+  OneNode() : node(test::node_config("lu-unit", dir.make_key(), L)) {
+    REQUIRE_FALSE(node.initialize("tcp://127.0.0.1:0"));
+  }
+};
+
+// Handles messages until the run is over; false if it is not over in time.
+bool run_until_done(Node& node, Factorization& f, std::chrono::seconds limit = 60s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!f.done() && std::chrono::steady_clock::now() < deadline) {
+    if (auto m = node.recv_for(any_tag, 10ms)) f.handle(*m);
+    f.advance_arrivals();
+  }
+  return f.done();
+}
+
+}  // namespace
+
+// --- placement ----------------------------------------------------------------------------------------------
+
+TEST_CASE("lu: K is the smallest integer from 61 prime to the number of blocks") {
+  CHECK(coprime_stride(1024) == 61);
+  CHECK(coprime_stride(61 * 61) == 62);
+  CHECK(coprime_stride(2 * 3 * 5 * 61 * 7 * 31) == 67);  // 61..66 share a factor with M
+  CHECK(coprime_stride(1) == 61);
+}
+
+TEST_CASE("lu: distinct blocks live at distinct virtual nodes, and each virtual node names its block") {
+  for (const std::uint32_t side : {1u, 7u, 16u, 33u}) {
+    const auto layout = Layout::make(side * 8, 8, L);
+    REQUIRE(layout);
+    std::set<vp_t> seen;
+    for (std::uint64_t b = 0; b < layout->blocks(); ++b) {
+      const vp_t v = layout->vnode(b);
+      CHECK(v < L);
+      CHECK(seen.insert(v).second);
+      CHECK(layout->block_at(v) == b);
+      CHECK(layout->transposed(layout->transposed(b)) == b);
+    }
+    CHECK_FALSE(layout->block_at(layout->vnode(0) + 1));
+    CHECK_FALSE(layout->block_at(L - 1));
+  }
+}
+
+TEST_CASE("lu: every K-th of the block sequence is spread evenly over equal shares of the space") {
+  const auto layout = Layout::make(32 * 64, 64, L);  // M = 1024, K = 61
+  REQUIRE(layout);
+  const std::uint64_t slice = layout->blocks() / layout->stride(), shares = 4;
+  for (std::uint64_t first = 0; first + slice <= layout->blocks(); first += slice) {
+    std::vector<std::uint64_t> count(shares);
+    for (std::uint64_t b = first; b < first + slice; ++b) ++count[layout->vnode(b) / (L / shares)];
+    for (const auto c : count) CHECK(c * shares >= slice - shares);  // within one of slice / shares
+    for (const auto c : count) CHECK(c * shares <= slice + shares);
+  }
+}
+
+TEST_CASE("lu: a problem whose blocks do not tile the matrix or the space is refused") {
+  CHECK_FALSE(Layout::make(100, 64, L));
+  CHECK_FALSE(Layout::make(0, 64, L));
+  CHECK_FALSE(Layout::make(64 * 64, 1, 1000));  // 4096² blocks in a space of 1000
+  CHECK(validate(Problem{256, 32, true, 1, true}, L).empty());
+  CHECK_FALSE(validate(Problem{250, 32, true, 1, true}, L).empty());
+}
+
+// --- kernels ------------------------------------------------------------------------------------------------
+
+TEST_CASE("lu: the block update and the triangular solve agree with naive loops") {
+  const std::uint32_t nb = 13;
+  const auto a = random_matrix(nb, nb, 1), l = random_matrix(nb, nb, 2), u = random_matrix(nb, nb, 3);
+  auto expected = a;
+  for (std::uint32_t i = 0; i < nb; ++i)
+    for (std::uint32_t j = 0; j < nb; ++j)
+      for (std::uint32_t t = 0; t < nb; ++t) expected[j * nb + i] -= l[t * nb + i] * u[j * nb + t];
+  auto got = a;
+  subtract_product(got, l, u, nb);
+  CHECK(max_difference(got, expected) < 1e-12);
+
+  // x = L⁻¹·a by forward substitution with the unit lower triangle of l.
+  auto x = a;
+  for (std::uint32_t j = 0; j < nb; ++j)
+    for (std::uint32_t i = 0; i < nb; ++i)
+      for (std::uint32_t t = 0; t < i; ++t) x[j * nb + i] -= l[t * nb + i] * x[j * nb + t];
+  got = a;
+  solve_unit_lower(l, got, nb);
+  CHECK(max_difference(got, x) < 1e-10);
+}
+
+TEST_CASE("lu: a panel factored with partial pivoting satisfies PA = LU") {
+  const std::uint32_t m = 40, nb = 8;
+  const auto a = random_matrix(m, nb, 4);
+  auto lu = a;
+  std::vector<std::uint32_t> pivots;
+  REQUIRE(factor_panel(lu, m, nb, true, pivots) == 0);
+  REQUIRE(pivots.size() == nb);
+  for (std::uint32_t i = 0; i < nb; ++i) {
+    CHECK(pivots[i] >= i);
+    CHECK(pivots[i] < m);
+    for (std::uint32_t r = i + 1; r < m; ++r) CHECK(std::abs(lu[i * m + r]) <= 1.0);  // |L| <= 1: pivoting
+  }
+  CHECK(max_difference(naive_product(lu, m, nb), interchanged(a, m, nb, pivots)) < 1e-12);
+}
+
+TEST_CASE("lu: a diagonally dominant panel factored without pivoting satisfies A = LU") {
+  const std::uint32_t m = 24, nb = 8;
+  auto a = random_matrix(m, nb, 5);
+  for (std::uint32_t i = 0; i < nb; ++i) a[i * m + i] += m;
+  auto lu = a;
+  std::vector<std::uint32_t> pivots;
+  REQUIRE(factor_panel(lu, m, nb, false, pivots) == 0);
+  CHECK(pivots.empty());
+  CHECK(max_difference(naive_product(lu, m, nb), a) < 1e-12);
+}
+
+TEST_CASE("lu: a zero pivot without pivoting is reported as LAPACK's info") {
+  std::vector<double> a(4 * 2, 1.0);  // every column equal: U(1, 1) = 0
+  std::vector<std::uint32_t> pivots;
+  CHECK(factor_panel(a, 4, 2, false, pivots) == 2);
+}
+
+TEST_CASE("lu: the net row moves of a step equal the pivots applied row by row") {
+  std::mt19937 rng(6);
+  for (int round = 0; round < 50; ++round) {
+    const std::uint32_t n = 64, nb = 8, first = 8 * (rng() % 7);
+    std::vector<std::uint32_t> pivots(nb);
+    for (std::uint32_t i = 0; i < nb; ++i) pivots[i] = first + i + rng() % (n - first - i);
+    std::vector<std::uint32_t> rows(n);
+    std::iota(rows.begin(), rows.end(), 0);
+    for (std::uint32_t i = 0; i < nb; ++i) std::swap(rows[first + i], rows[pivots[i]]);
+
+    const auto moves = net_row_moves(first, pivots);
+    std::vector<std::uint32_t> moved(n);
+    std::iota(moved.begin(), moved.end(), 0);
+    for (const RowMove& m : moves) {
+      CHECK(m.dest != m.src);
+      moved[m.dest] = m.src;
+    }
+    CHECK(moved == rows);
+    CHECK(std::is_sorted(moves.begin(), moves.end(), [](auto& x, auto& y) { return x.dest < y.dest; }));
+  }
+  const std::uint32_t none[] = {16, 17, 18};
+  CHECK(net_row_moves(16, none).empty());
+}
+
+TEST_CASE("lu: the residual is tiny for a true factorisation and detects a corrupted factor") {
+  const std::uint32_t n = 48;
+  const MatrixSpec spec{n, 7, false};
+  const auto a = generate_matrix(spec);
+  auto lu = a;
+  std::vector<std::uint32_t> pivots;
+  REQUIRE(factor_panel(lu, n, n, true, pivots) == 0);
+  const double eps = std::numeric_limits<double>::epsilon();
+  CHECK(relative_residual(a, lu, pivots, n) / (n * eps) < residual_threshold);
+  auto corrupted = lu;
+  corrupted[20 * n + 30] += 1e-6;  // one element of L
+  CHECK(relative_residual(a, corrupted, pivots, n) / (n * eps) > residual_threshold);
+  corrupted = lu;
+  corrupted[30 * n + 20] += 1e-6;  // one element of U
+  CHECK(relative_residual(a, corrupted, pivots, n) / (n * eps) > residual_threshold);
+  auto swapped = pivots;
+  std::swap(swapped[3], swapped[9]);
+  CHECK(relative_residual(a, lu, swapped, n) / (n * eps) > residual_threshold);
+}
+
+TEST_CASE(
+    "lu: the generated matrix is the same block by block as a whole, between -1 and 1, dominant on request") {
+  const MatrixSpec spec{32, 9, false};
+  const auto a = generate_matrix(spec);
+  const auto block = generate_block(spec, 8, 2, 1);
+  for (std::uint32_t c = 0; c < 8; ++c)
+    for (std::uint32_t r = 0; r < 8; ++r) CHECK(block[c * 8 + r] == a[(8 + c) * 32 + 16 + r]);
+  CHECK(std::all_of(a.begin(), a.end(), [](double x) { return x >= -1 && x < 1; }));
+  CHECK(element({32, 9, true}, 5, 5) == doctest::Approx(element(spec, 5, 5) + 32));
+  CHECK(element({32, 10, false}, 5, 5) != element(spec, 5, 5));
+}
+
+// --- records and messages -----------------------------------------------------------------------------------
+
+TEST_CASE("lu: messages and final blocks survive their encoding, and truncated ones are refused") {
+  const Payload p{3, 5, {24, 31, 40}, {1.5, -2.25, 3.0}};
+  const Bytes wire = encode(p);
+  REQUIRE(decode_payload(wire));
+  CHECK(*decode_payload(wire) == p);
+  for (std::size_t cut = 0; cut < wire.size(); ++cut) CHECK_FALSE(decode_payload(std::span(wire).first(cut)));
+
+  const FinalBlock f{17, 2, {8, 9}, {0.5, 0.25}};
+  const Bytes final_wire = encode(f);
+  REQUIRE(decode_final(final_wire));
+  CHECK(*decode_final(final_wire) == f);
+  for (std::size_t cut = 0; cut < final_wire.size(); ++cut)
+    CHECK_FALSE(decode_final(std::span(final_wire).first(cut)));
+}
+
+TEST_CASE("lu: block records with buffered inputs travel whole, and a shared input stays shared") {
+  const std::uint32_t nb = 2;
+  auto shared = std::make_shared<const Payload>(Payload{1, 0, {2, 3}, {1, 2, 3, 4}});
+  BlockRecord a;
+  a.index = 5;
+  a.step = 1;
+  a.stage = Stage::sent;
+  a.migrations = 3;
+  a.data = {1, 2, 3, 4};
+  a.inputs[{InputKind::row, 1, 0}] = shared;
+  a.inputs[{InputKind::rows, 1, 2}] = std::make_shared<const Payload>(Payload{1, 2, {2}, {7, 8}});
+  BlockRecord b;
+  b.index = 6;
+  b.final = true;
+  b.inputs[{InputKind::row, 1, 0}] = shared;
+
+  ByteWriter w;
+  write_records(w, {&a, &b});
+  const Bytes state = std::move(w).take();
+  ByteReader r(state);
+  const auto back = read_records(r, nb, 10);
+  REQUIRE(back);
+  CHECK(r.at_end());
+  REQUIRE(back->size() == 2);
+  const BlockRecord& a2 = (*back)[0];
+  CHECK(a2.index == 5);
+  CHECK(a2.step == 1);
+  CHECK(a2.stage == Stage::sent);
+  CHECK(a2.migrations == 3);
+  CHECK_FALSE(a2.final);
+  CHECK(a2.data == a.data);
+  REQUIRE(a2.inputs.size() == 2);
+  CHECK(*a2.input(InputKind::row, 1) == *shared);
+  CHECK(a2.input(InputKind::rows, 1, 2)->data == std::vector<double>{7, 8});
+  CHECK((*back)[1].final);
+  CHECK((*back)[1].input(InputKind::row, 1) == a2.input(InputKind::row, 1));  // one payload for both
+
+  for (std::size_t cut = 0; cut < state.size(); ++cut) {
+    ByteReader truncated(std::span<const std::byte>(state).first(cut));
+    const auto partial = read_records(truncated, nb, 10);
+    CHECK((!partial || !truncated.at_end()));
+  }
+  ByteReader too_many(state);
+  CHECK_FALSE(read_records(too_many, nb, 1));
+  ByteReader wrong_size(state);
+  CHECK_FALSE(read_records(wrong_size, 3, 10));  // 4 values are not a 3×3 block
+}
+
+TEST_CASE("lu: the collector refuses blocks it cannot have and counts the rest once") {
+  const Problem problem{32, 16, true, 1, true};
+  const auto layout = Layout::make(32, 16, L);
+  REQUIRE(layout);
+  Collector c(problem, *layout, 0);
+  const std::vector<double> block(16 * 16, 0.5);
+  CHECK_FALSE(c.add(FinalBlock{4, 0, {}, block}));    // no such block
+  CHECK_FALSE(c.add(FinalBlock{1, 0, {}, {1.0}}));    // wrong size
+  CHECK_FALSE(c.add(FinalBlock{1, 0, {16}, block}));  // pivots off the diagonal
+  CHECK_FALSE(c.add(FinalBlock{0, 0, {}, block}));    // the diagonal without pivots
+  std::vector<std::uint32_t> pivots(16);
+  std::iota(pivots.begin(), pivots.end(), 0);
+  CHECK(c.add(FinalBlock{0, 1, pivots, block}));
+  CHECK_FALSE(c.add(FinalBlock{0, 1, pivots, block}));  // twice
+  CHECK(c.add(FinalBlock{1, 0, {}, block}));
+  CHECK_FALSE(c.complete());
+
+  ByteWriter w;
+  c.write(w);
+  const Bytes state = std::move(w).take();
+  ByteReader r(state);
+  auto back = Collector::read(r, problem, *layout);
+  REQUIRE(back);
+  CHECK(back->add(FinalBlock{2, 0, {}, block}));
+  CHECK_FALSE(back->add(FinalBlock{1, 0, {}, block}));  // came with the state
+}
+
+TEST_CASE("lu: the RESULT line reads back as it was written") {
+  Summary s;
+  s.n = 512;
+  s.block = 32;
+  s.pivoting = false;
+  s.seconds = 1.25;
+  s.migrations = 9;
+  record_residual(s, 1e-15);
+  const auto back = parse_summary(describe(s));
+  REQUIRE(back);
+  CHECK(back->n == 512);
+  CHECK(back->block == 32);
+  CHECK_FALSE(back->pivoting);
+  CHECK(back->seconds == doctest::Approx(1.25));
+  CHECK(back->residual == doctest::Approx(1e-15));
+  CHECK(back->passed);
+  CHECK(back->migrations == 9);
+  CHECK(back->gflops() == doctest::Approx(2.0 / 3.0 * 512 * 512 * 512 / 1.25 * 1e-9));
+  CHECK_FALSE(parse_summary("n=5 garbage"));
+  CHECK_FALSE(parse_summary(""));
+}
+
+// --- the factorisation on one node --------------------------------------------------------------------------
+
+TEST_CASE("lu: one node factors a matrix with partial pivoting, and the residual passes") {
+  OneNode one;
+  const Problem problem{96, 16, true, 3, true};
+  const auto layout = Layout::make(problem.n, problem.block, L);
+  REQUIRE(layout);
+  Factorization f(one.node, problem, *layout);
+  REQUIRE_FALSE(one.node.assume({0, L}));
+  f.start();
+  REQUIRE(run_until_done(one.node, f));
+  REQUIRE(f.result());
+  CHECK(f.result()->checked);
+  CHECK(f.result()->passed);
+  CHECK(f.stats().bad_messages == 0);
+  CHECK(f.stats().blocks_finished == layout->blocks());
+  CHECK(static_cast<double>(f.stats().flops) == doctest::Approx(2.0 / 3.0 * 96 * 96 * 96).epsilon(0.05));
+}
+
+TEST_CASE("lu: one node factors the paper's variant without pivoting") {
+  OneNode one;
+  const Problem problem{64, 16, false, 4, true};
+  const auto layout = Layout::make(problem.n, problem.block, L);
+  REQUIRE(layout);
+  Factorization f(one.node, problem, *layout);
+  REQUIRE_FALSE(one.node.assume({0, L}));
+  f.start();
+  REQUIRE(run_until_done(one.node, f));
+  REQUIRE(f.result());
+  CHECK(f.result()->passed);
+  CHECK_FALSE(f.result()->pivoting);
+}
+
+TEST_CASE("lu: records leave with pack and arrive with unpack, with everything they had buffered") {
+  OneNode giver, taker;
+  const Problem problem{64, 16, true, 5, true};
+  const auto layout = Layout::make(problem.n, problem.block, L);
+  REQUIRE(layout);
+  Factorization from(giver.node, problem, *layout), to(taker.node, problem, *layout);
+  REQUIRE_FALSE(giver.node.assume({0, L}));
+  from.start();
+  for (int i = 0; i < 20; ++i) {  // some way into the run: panels sent, inputs buffered
+    if (auto m = giver.node.recv_for(any_tag, 50ms)) from.handle(*m);
+  }
+  const Interval upper{L / 2, L};
+  const std::size_t before = from.records();
+  const auto state = from.pack(upper);
+  REQUIRE(state);
+  const std::size_t moved = before - from.records();
+  CHECK(moved == layout->blocks() / 2);
+  CHECK(from.has_collector());  // virtual node 0 stays
+  CHECK(from.stats().records_moved_out == moved);
+
+  CHECK(to.unpack(upper, *state));
+  CHECK(to.records() == moved);
+  CHECK(to.stats().records_moved_in == moved);
+  CHECK_FALSE(to.has_collector());
+  CHECK_FALSE(to.unpack(upper, *state));  // the same records again
+  CHECK(to.records() == moved);
+
+  const auto lower = from.pack({0, L / 2});
+  REQUIRE(lower);
+  CHECK(from.records() == 0);
+  CHECK_FALSE(from.has_collector());
+  CHECK_FALSE(to.unpack(upper, *lower));  // records outside the interval they came with
+  CHECK(to.unpack({0, L / 2}, *lower));
+  CHECK(to.has_collector());
+  CHECK(to.records() == layout->blocks());
+}
+
+TEST_CASE("lu: malformed messages and state are counted and ignored, nothing crashes") {
+  OneNode one;
+  const Problem problem{64, 16, true, 6, true};
+  const auto layout = Layout::make(problem.n, problem.block, L);
+  REQUIRE(layout);
+  const int tag = Factorization::default_first_tag;
+  Factorization f(one.node, problem, *layout, tag);
+  REQUIRE_FALSE(one.node.assume({0, L}));
+  f.start();
+  const std::byte junk[5]{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}};
+  const vp_t diagonal = layout->vnode(0), other = layout->vnode(1);
+  const std::vector<double> block(16 * 16, 1.0);
+
+  std::vector<Message> bad;
+  for (int t = 0; t <= 7; ++t) bad.emplace_back(diagonal, 1, tag + t, Bytes(junk, junk + 5));
+  bad.emplace_back(diagonal + 1, 1, tag, encode(Payload{0, 0, {}, block}));  // no block lives there
+  bad.emplace_back(other, 1, tag, encode(Payload{0, 0, {}, block}));         // a panel for a non-diagonal block
+  bad.emplace_back(diagonal, 1, tag, encode(Payload{0, 9, {}, block}));      // from block row 9 of 4
+  bad.emplace_back(diagonal, 1, tag, encode(Payload{0, 1, {}, {1.0}}));      // a panel of one value
+  bad.emplace_back(diagonal, 1, tag, encode(Payload{7, 1, {}, block}));      // step 7 of 4
+  bad.emplace_back(other, 1, tag + 4, encode(Payload{0, 0, {70}, {1.0}}));   // rows of another block
+  bad.emplace_back(5, 1, tag + 5, encode(FinalBlock{0, 0, {}, block}));      // a final block not sent to 0
+  bad.emplace_back(0, 1, tag + 5, encode(FinalBlock{0, 0, {}, block}));      // the diagonal without pivots
+  bad.emplace_back(diagonal, 1, tag - 1, Bytes(junk, junk + 5));             // not an LU tag
+  for (const Message& m : bad) f.handle(m);
+  CHECK(f.stats().bad_messages == bad.size());
+
+  CHECK_FALSE(f.unpack({0, L}, junk));
+  CHECK_FALSE(f.unpack({0, L}, {}));
+  CHECK(f.records() == layout->blocks());
+  REQUIRE(run_until_done(one.node, f));  // and the run goes on as if nothing happened
+  CHECK(f.result()->passed);
+}
