@@ -22,11 +22,11 @@ int main(int argc, char** argv) {
   using namespace phoenix;
   CLI::App cli{"raytrace_bench: the ray tracer on phoenix node processes vs the sequential render"};
   std::string scene_file = PHOENIX_SOURCE_DIR "/apps/raytrace/scenes/example.scene";
-  int width = 0, height = 0, grain = 256, reps = 3;
+  int width = 1280, height = 960, grain = 256, reps = 3;
   bool quick = false;
   cli.add_option("--scene", scene_file, "scene file");
-  cli.add_option("--width", width, "image width instead of the scene's")->check(CLI::Range(1, 1 << 14));
-  cli.add_option("--height", height, "image height instead of the scene's")->check(CLI::Range(1, 1 << 14));
+  cli.add_option("--width", width, "image width (0: the scene's)")->check(CLI::Range(0, 1 << 14));
+  cli.add_option("--height", height, "image height (0: the scene's)")->check(CLI::Range(0, 1 << 14));
   cli.add_option("--grain", grain, "tiles of at most this many pixels are one task")
       ->check(CLI::Range(1, 1 << 28));
   cli.add_option("--reps", reps, "runs of each variant; the median is printed")->check(CLI::Range(1, 99));

@@ -521,7 +521,10 @@ std::optional<Message> Node::recv(int tag) { return impl_->receive(tag, clock::t
 std::optional<Message> Node::try_recv(int tag) {
   if (tag < any_tag || !impl_->running_) return std::nullopt;
   if (auto m = impl_->take(tag)) return m;
-  // Nothing queued: give the network one non-blocking turn, as MPI_Iprobe does.
+  // Nothing queued. While the background thread waits in the event loop, it handles whatever arrives: waking it
+  // to take one turn here would cost more than the turn. Otherwise (the application kept it away, or a
+  // migration step waits for this thread) take one non-blocking turn, as MPI_Iprobe does.
+  if (!impl_->migration_->has_pending() && impl_->progress_->background_driving()) return std::nullopt;
   return impl_->receive(tag, clock::now());
 }
 std::optional<Message> Node::recv_for(int tag, std::chrono::milliseconds timeout) {

@@ -88,7 +88,9 @@ void progress_engine::background_loop() {
       std::this_thread::sleep_for(linger_time);
       continue;
     }
+    background_driving_.store(true, std::memory_order_release);
     if (io_.run_one_for(std::chrono::milliseconds(100))) poll_some();  // a batch of what is ready, then let go
+    background_driving_.store(false, std::memory_order_release);
     token_.unlock();
   }
 }

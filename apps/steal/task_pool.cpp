@@ -52,6 +52,7 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
   // poll interval, and halves when they are further apart.
   std::uint32_t stride = 1, countdown = 1;
   home_ = home();
+  home_stale_ = false;
   for (;;) {
     if (done_) return End::done;
     if (hooks.stop && hooks.stop()) return End::stopped;
@@ -76,20 +77,20 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
       if (!ec) return End::left;
       steal_log()->info("leaving failed ({}); trying again soon", ec.message());
       leave_retry = clock::now() + options_.leave_retry;
-      home_ = home();
+      refresh_home();
     }
     if (deque_.empty()) {
       maybe_steal();
       if (auto m = node_.recv_for(any_tag, std::chrono::milliseconds(2))) handle(*m);
       while (auto m = node_.try_recv(any_tag)) handle(*m);
-      home_ = home();
+      refresh_home();
       last_poll = clock::now();
       stride = countdown = 1;
       continue;
     }
     if (now - last_poll >= options_.poll_interval) {
       while (auto m = node_.try_recv(any_tag)) handle(*m);
-      home_ = home();
+      refresh_home();
       last_poll = clock::now();
       if (deque_.empty()) continue;  // a thief took the last task
     }
@@ -311,8 +312,15 @@ void TaskPool::on_result(const Message& m) {
 
 // --- state that moves with virtual nodes ---------------------------------------------------------------------
 
+void TaskPool::refresh_home() {
+  if (!home_stale_) return;
+  home_ = home();
+  home_stale_ = false;
+}
+
 // The joins named in s, and the deque if s holds this node's lowest virtual node (or everything goes).
 std::optional<Bytes> TaskPool::pack(Interval s) {
+  home_stale_ = true;
   ByteWriter w;
   w.u32(state_version);
   std::vector<std::map<JoinName, Join>::iterator> moving;
@@ -349,6 +357,7 @@ std::optional<Bytes> TaskPool::pack(Interval s) {
 }
 
 bool TaskPool::unpack(Interval s, std::span<const std::byte> state) {
+  home_stale_ = true;
   ByteReader r(state);
   std::uint32_t version = 0;
   std::uint64_t njoins = 0;

@@ -150,6 +150,7 @@ class TaskPool {
   void on_result(const Message& m);
   void maybe_steal();
   std::optional<vp_t> home() const;  // the lowest virtual node this node assumes
+  void refresh_home();               // home_ = home() if pack or unpack ran since it was last set
   std::optional<Bytes> pack(Interval s);
   bool unpack(Interval s, std::span<const std::byte> state);
 
@@ -159,9 +160,10 @@ class TaskPool {
   std::mt19937_64 rng_;
   std::deque<Task> deque_;  // front: head (newest), back: tail (oldest)
   std::map<JoinName, Join> joins_;
-  // home() as of the last API call: intervals change only inside those, and asking the node takes its progress
-  // token, too dear once per task.
+  // home() as of the last change of this node's intervals: they change only by migration, which calls pack or
+  // unpack (marking home_ stale), and asking the node takes its progress token, too dear once per poll.
   std::optional<vp_t> home_;
+  bool home_stale_ = true;
   std::uint64_t next_serial_ = 1;
   std::uint64_t steal_id_ = 0;  // the outstanding request, 0 if none
   std::chrono::steady_clock::time_point steal_sent_{};
