@@ -61,6 +61,11 @@
 // block and the pivots travel together in the row multicast, and with pivoting the interchanges (which the
 // paper's variant has none of) are point-to-point messages between the blocks of a column. They are most of the
 // messages: about 2·min(nb, B - k) per block column and step.
+//
+// Where the time goes, and what would cut it (not done): on two processes the interchange messages dominate
+// (README, LU benchmark). The diagonal block row's outgoing rows could be multicast down each column in one
+// message instead of one per destination block, and the interchanges of the columns left of the panel could be
+// applied once, at the collector, instead of at every step.
 #pragma once
 
 #include <cstdint>
