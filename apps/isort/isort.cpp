@@ -63,22 +63,11 @@ void Sorter::start() {
 // --- the loop -----------------------------------------------------------------------------------------------
 
 Sorter::End Sorter::run(const Hooks& hooks) {
-  auto last_tick = clock::now();
-  auto leave_retry = clock::time_point{};
+  launch::RunTurns turns(node_, hooks, options_.leave_timeout, options_.leave_retry, isort_log());
   for (;;) {
     if (done_) return End::done;
-    if (hooks.stop && hooks.stop()) return End::stopped;
-    const auto now = clock::now();
-    if (hooks.tick && now - last_tick >= hooks.tick_interval) {
-      hooks.tick();
-      last_tick = now;
-    }
-    if (hooks.leave_now && now >= leave_retry && hooks.leave_now()) {
-      const auto ec = node_.leave(options_.leave_timeout);
-      if (!ec) return End::left;
-      isort_log()->info("leaving failed ({}); trying again soon", ec.message());
-      leave_retry = clock::now() + options_.leave_retry;
-    }
+    if (turns.stop()) return End::stopped;
+    if (turns.tick_and_leave(clock::now())) return End::left;
     bool busy = drain_messages();
     settle();
     busy = step_key_block() || busy;

@@ -73,6 +73,7 @@
 #include "apps/isort/messages.hpp"
 #include "apps/isort/npb.hpp"
 #include "apps/launch/app_cluster.hpp"
+#include "apps/launch/run_turns.hpp"
 
 namespace phoenix::apps::isort {
 
@@ -108,13 +109,8 @@ class Sorter {
   // The first node: every key, every bucket and the collector (it assumes, or is about to assume, [0, L)).
   void start();
 
-  struct Hooks {
-    std::function<bool()> stop;       // checked every turn: true ends run() at once
-    std::function<bool()> leave_now;  // true: hand everything to a neighbour, then run() returns
-    std::function<void()> tick;       // called about every tick_interval
-    std::chrono::milliseconds tick_interval{100};
-  };
-  enum class End { done, stopped, left };
+  using Hooks = launch::RunHooks;
+  using End = launch::RunEnd;
   End run(const Hooks& hooks);
 
   // The verification, on the node whose collector saw the last iteration complete.

@@ -35,14 +35,7 @@ int run_node(launch::NodeProcess& process, const NpbClass& c, const SortOptions&
     return 1;
   }
 
-  bool stop = false;
-  Sorter::Hooks hooks;
-  hooks.stop = [&] { return stop; };
-  hooks.leave_now = [&] { return process.leave_requested(); };
-  hooks.tick = [&] {
-    process.report_units(sorter.stats().keys_ranked);
-    stop = process.stop_requested();
-  };
+  const auto hooks = process.run_hooks([&] { return sorter.stats().keys_ranked; });
   const auto end = sorter.run(hooks);
   const SortStats& st = sorter.stats();
   process.report_units(st.keys_ranked);

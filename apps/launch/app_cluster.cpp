@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "apps/launch/key_file.hpp"
@@ -92,6 +93,18 @@ void NodeProcess::report_error(const std::string& what) {
 }
 bool NodeProcess::stop_requested() const { return launch::stop_requested(pipes_.control_fd); }
 bool NodeProcess::leave_requested() const { return g_leave_requested != 0; }
+
+RunHooks NodeProcess::run_hooks(std::function<std::uint64_t()> units) {
+  auto stop = std::make_shared<bool>(false);
+  RunHooks h;
+  h.stop = [stop] { return *stop; };
+  h.leave_now = [this] { return leave_requested(); };
+  h.tick = [this, stop, units = std::move(units)] {
+    report_units(units());
+    *stop = stop_requested();
+  };
+  return h;
+}
 
 bool connect_node(NodeProcess& process, Node& node) {
   if (auto ec = node.initialize("tcp://127.0.0.1:0")) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "apps/launch/process_group.hpp"
+#include "apps/launch/run_turns.hpp"
 
 namespace phoenix::launch {
 
@@ -65,6 +66,9 @@ class NodeProcess {
   void report_error(const std::string& what);  // the run fails (shown as "ERROR <node>: what")
   bool stop_requested() const;
   bool leave_requested() const;  // the launcher sent SIGUSR1
+  // Hooks for the application's run loop: leave when the launcher says so; each tick reports units() and
+  // turns stop() true once the launcher asks the process to stop.
+  RunHooks run_hooks(std::function<std::uint64_t()> units);
 
  private:
   ChildPipes pipes_;

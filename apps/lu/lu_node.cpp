@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <phoenix/node.hpp>
 
+#include "apps/launch/run_turns.hpp"
 #include "apps/lu/factorization.hpp"
 #include "apps/lu/log.hpp"
 #include "apps/lu/lu.hpp"
@@ -15,8 +16,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto tick_interval = 100ms;  // progress reports and the launcher's stop request
-constexpr auto idle_wait = 5ms;        // blocking receive when nothing is queued
+constexpr auto idle_wait = 5ms;  // blocking receive when nothing is queued
 // try_recv returns a queued message without running migration steps, and a busy node always has messages
 // queued (its blocks send to each other): poll now and then, so that a join or leave is not held up.
 constexpr auto poll_interval = 2ms;
@@ -26,13 +26,15 @@ constexpr auto poll_interval = 2ms;
 constexpr auto leave_attempt = 2s;
 constexpr auto leave_retry_interval = 200ms;
 
-enum class End { done, stopped, left };
+using End = launch::RunEnd;
 
 // Handles messages until the run is over, the launcher stops it, or the node has left.
 End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
-  auto last_tick = Clock::now();
-  auto last_poll = last_tick;
-  auto leave_at = Clock::time_point{};
+  auto hooks = process.run_hooks([&] { return lu.stats().flops; });
+  // The node with the result stays: "done" is on its way to it.
+  hooks.leave_now = [&] { return process.leave_requested() && !lu.result(); };
+  launch::RunTurns turns(node, hooks, leave_attempt, leave_retry_interval, lu_log());
+  auto last_poll = Clock::now();
   bool reported = false;
   for (;;) {
     if (lu.result() && !reported) {
@@ -40,19 +42,9 @@ End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
       reported = true;
     }
     if (lu.done()) return End::done;
+    if (turns.stop()) return End::stopped;
     const auto now = Clock::now();
-    if (now - last_tick >= tick_interval) {
-      process.report_units(lu.stats().flops);
-      if (process.stop_requested()) return End::stopped;
-      last_tick = now;
-    }
-    // The node with the result stays: "done" is on its way to it.
-    if (process.leave_requested() && !lu.result() && now >= leave_at) {
-      const auto ec = node.leave(leave_attempt);
-      if (!ec) return End::left;
-      lu_log()->info("leaving: {}; handling messages, then trying again", ec.message());
-      leave_at = Clock::now() + leave_retry_interval;
-    }
+    if (turns.tick_and_leave(now)) return End::left;
     if (now - last_poll >= poll_interval) {
       node.poll();
       last_poll = now;

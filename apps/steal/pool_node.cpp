@@ -21,14 +21,7 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
     return 1;
   }
 
-  bool stop = false;
-  TaskPool::Hooks hooks;
-  hooks.stop = [&] { return stop; };
-  hooks.leave_now = [&] { return process.leave_requested(); };
-  hooks.tick = [&] {
-    process.report_units(parts.units());
-    stop = process.stop_requested();
-  };
+  const auto hooks = process.run_hooks(parts.units);
   const auto end = pool.run(hooks);
   process.report_units(parts.units());
   const auto& st = pool.stats();

@@ -44,9 +44,8 @@ std::optional<vp_t> TaskPool::home() const {
 
 TaskPool::End TaskPool::run(const Hooks& hooks) {
   auto last_poll = clock::now();
-  auto last_tick = last_poll;
   auto last_look = last_poll;
-  auto leave_retry = clock::time_point{};
+  launch::RunTurns turns(node_, hooks, options_.leave_timeout, options_.leave_retry, steal_log());
   // Reading the clock can cost as much as a small task (in a virtual machine especially), so a busy node reads
   // it once every `stride` tasks: the stride doubles while the clock shows looks much closer together than the
   // poll interval, and halves when they are further apart.
@@ -55,7 +54,7 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
   home_stale_ = false;
   for (;;) {
     if (done_) return End::done;
-    if (hooks.stop && hooks.stop()) return End::stopped;
+    if (turns.stop()) return End::stopped;
     if (!deque_.empty() && --countdown > 0) {
       run_head();
       continue;
@@ -68,17 +67,8 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
     }
     last_look = now;
     countdown = stride;
-    if (hooks.tick && now - last_tick >= hooks.tick_interval) {
-      hooks.tick();
-      last_tick = now;
-    }
-    if (hooks.leave_now && now >= leave_retry && hooks.leave_now()) {
-      const auto ec = node_.leave(options_.leave_timeout);
-      if (!ec) return End::left;
-      steal_log()->info("leaving failed ({}); trying again soon", ec.message());
-      leave_retry = clock::now() + options_.leave_retry;
-      refresh_home();
-    }
+    if (turns.tick_and_leave(now)) return End::left;
+    refresh_home();  // a leave that did not finish may have moved part of it
     if (deque_.empty()) {
       maybe_steal();
       if (auto m = node_.recv_for(any_tag, std::chrono::milliseconds(2))) handle(*m);

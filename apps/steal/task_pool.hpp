@@ -43,6 +43,8 @@
 #include <tuple>
 #include <vector>
 
+#include "apps/launch/run_turns.hpp"
+
 namespace phoenix::apps {
 
 // A synchronisation object's global name (paper 4.2: virtual node + local identifier).
@@ -109,13 +111,8 @@ class TaskPool {
   // Puts the root task in this node's deque; its value goes to virtual node 0's node, which ends the run.
   void start(Bytes root_task);
 
-  struct Hooks {
-    std::function<bool()> stop;       // checked between tasks: true ends run() at once
-    std::function<bool()> leave_now;  // true: hand everything to a neighbour, then run() returns
-    std::function<void()> tick;       // called about every tick_interval
-    std::chrono::milliseconds tick_interval{100};
-  };
-  enum class End { done, stopped, left };
+  using Hooks = launch::RunHooks;
+  using End = launch::RunEnd;
   End run(const Hooks& hooks);
 
   // The root's value, on the node that received it.
