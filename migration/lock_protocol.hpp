@@ -85,6 +85,7 @@ class lock_protocol {
   // The node is about to finalize (docs/migration.md, "Leaving in the middle"): it begins no attempt and
   // grants no lock from now on (queries get fail1, lock2 gets fail2), while what is under way runs to its end.
   void close() { closing_ = true; }
+  void reopen() { closing_ = false; }  // a suspend that could not go ahead
   bool closing() const { return closing_; }
 
   vp_t self() const { return self_; }

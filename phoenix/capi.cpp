@@ -76,6 +76,18 @@ int ph_finalize(const char* log_out) {
   return rc;
 }
 
+int ph_suspend(const char* file) {
+  std::lock_guard lock(lifecycle_mu);
+  auto* n = node();
+  if (!n) return PH_ESTATE;
+  const int rc = code(n->suspend(file));
+  if (!n->running()) {  // suspended (or finalized by a failed write): the default node is gone
+    default_node.reset();
+    default_port.clear();
+  }
+  return rc;
+}
+
 int ph_send(ph_vp_t dest, int tag, const void* data, size_t len) {
   auto* n = node();
   return n ? code(n->send(dest, tag, data, len)) : PH_ESTATE;

@@ -5,20 +5,16 @@
 
 namespace phoenix {
 
-namespace {
-
-std::string intervals_text(const std::vector<Interval>& v) {
+std::string describe(const std::vector<Interval>& v) {
   if (v.empty()) return "-";
   std::ostringstream out;
   for (std::size_t i = 0; i < v.size(); ++i) out << (i ? " " : "") << "[" << v[i].lo << "," << v[i].hi << ")";
   return out.str();
 }
 
-}  // namespace
-
 std::string describe(const RoutingSnapshot& s) {
   std::ostringstream out;
-  out << "node " << s.self << " seqno " << s.seqno << " assumes " << intervals_text(s.assumed) << "; "
+  out << "node " << s.self << " seqno " << s.seqno << " assumes " << describe(s.assumed) << "; "
       << s.waiting_messages << " messages waiting for a route\n";
   out << "  links:\n";
   for (const auto& l : s.links)
@@ -29,7 +25,7 @@ std::string describe(const RoutingSnapshot& s) {
     out << "    " << r.destination << "  via " << r.next_hop << "  ";
     if (r.metric == 0xFFFF) out << "unreachable";
     else out << r.metric;
-    out << "  " << r.seqno << "  " << intervals_text(r.intervals) << "\n";
+    out << "  " << r.seqno << "  " << describe(r.intervals) << "\n";
   }
   return out.str();
 }

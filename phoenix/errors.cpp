@@ -40,6 +40,7 @@ extern "C" const char* ph_strerror(int code) {
     case PH_EKEY: return "cluster key file missing or unreadable";
     case PH_ENOTSUP: return "not supported by this build";
     case PH_EBUSY: return "the migration attempt ended without moving anything: try again";
+    case PH_EUNREACH: return "no route to that node";
     default: return code > 0 ? "success (a count)" : "unknown error";
   }
 }

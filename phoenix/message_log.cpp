@@ -11,6 +11,7 @@ namespace phoenix {
 namespace {
 
 constexpr char magic[9] = "PHXLOG01";
+constexpr char magic_with_state[9] = "PHXLOG02";
 constexpr char trailer[9] = "PHXEND01";
 constexpr std::size_t record_head_bytes = 32;
 
@@ -20,14 +21,28 @@ std::string io_error(const std::filesystem::path& file, const char* what) {
 
 }  // namespace
 
-std::string write_message_log(const std::filesystem::path& file, const std::vector<overlay::packet>& packets) {
+std::string write_message_log(const std::filesystem::path& file, const std::vector<overlay::packet>& packets,
+                              const std::vector<suspended_interval>& intervals) {
   auto tmp = file;
   tmp += ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return io_error(tmp, "cannot create");
-    out.write(magic, 8);
     std::byte head[record_head_bytes];
+    if (intervals.empty()) {
+      out.write(magic, 8);
+    } else {
+      out.write(magic_with_state, 8);
+      overlay::store_le<std::uint64_t>(head, intervals.size());
+      out.write(reinterpret_cast<const char*>(head), 8);
+      for (const auto& i : intervals) {
+        overlay::store_le<std::uint64_t>(head, i.span.lo);
+        overlay::store_le<std::uint64_t>(head + 8, i.span.hi);
+        overlay::store_le<std::uint64_t>(head + 16, i.state.size());
+        out.write(reinterpret_cast<const char*>(head), 24);
+        out.write(reinterpret_cast<const char*>(i.state.data()), static_cast<std::streamsize>(i.state.size()));
+      }
+    }
     for (const auto& p : packets) {
       overlay::store_le<std::uint64_t>(head, p.dest);
       overlay::store_le<std::uint64_t>(head + 8, p.source);
@@ -50,12 +65,33 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
   return "";
 }
 
-std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out) {
+std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out,
+                             std::vector<suspended_interval>* intervals) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return io_error(file, "cannot open");
   char m[8];
-  if (!in.read(m, 8) || std::memcmp(m, magic, 8) != 0) return file.string() + ": not a phoenix message log";
+  if (!in.read(m, 8)) return file.string() + ": not a phoenix message log";
+  const bool with_state = std::memcmp(m, magic_with_state, 8) == 0;
+  if (!with_state && std::memcmp(m, magic, 8) != 0) return file.string() + ": not a phoenix message log";
   const auto size = std::filesystem::file_size(file);
+  std::vector<suspended_interval> states;
+  if (with_state) {
+    std::byte head[24];
+    if (!in.read(reinterpret_cast<char*>(head), 8)) return file.string() + ": truncated state";
+    const auto n = overlay::load_le<std::uint64_t>(head);
+    if (n > size / 24) return file.string() + ": more intervals than the file holds";
+    for (std::uint64_t k = 0; k < n; ++k) {
+      if (!in.read(reinterpret_cast<char*>(head), 24)) return file.string() + ": truncated state";
+      suspended_interval i;
+      i.span = {overlay::load_le<std::uint64_t>(head), overlay::load_le<std::uint64_t>(head + 8)};
+      const auto length = overlay::load_le<std::uint64_t>(head + 16);
+      if (i.span.empty() || length > size) return file.string() + ": malformed state record";
+      i.state.resize(length);
+      if (!in.read(reinterpret_cast<char*>(i.state.data()), static_cast<std::streamsize>(length)))
+        return file.string() + ": truncated state";
+      states.push_back(std::move(i));
+    }
+  }
   std::vector<overlay::packet> packets;
   for (;;) {
     std::byte head[record_head_bytes];
@@ -79,6 +115,7 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
     packets.push_back(std::move(p));
   }
   for (auto& p : packets) out.push_back(std::move(p));
+  if (intervals) *intervals = std::move(states);
   return "";
 }
 

@@ -1,7 +1,9 @@
 // message_log.hpp — the file ph_finalize writes undelivered messages to and ph_initialize reads them from
-// (paper, section 3.3: temporary leave).
+// (paper, section 3.3: temporary leave), and ph_suspend the intervals it assumed with their application state.
 //
-// Layout, integers little-endian: the 8 bytes "PHXLOG01", then one record per message
+// Layout, integers little-endian: the 8 bytes "PHXLOG01" (messages only: ph_finalize) or "PHXLOG02" (with
+// state: ph_suspend, followed by u64 n and n records u64 lo, u64 hi, u64 length, length bytes of state), then
+// one record per message
 //   u64 dest, u64 source, u32 tag, u32 reserved (0), u64 length, length bytes of body
 // and a trailer: the 8 bytes "PHXEND01" and a u64 record count. A file without its trailer (a crash while
 // writing) is rejected rather than half-read; writing goes to a temporary file renamed into place.
@@ -11,12 +13,22 @@
 #include <string>
 #include <vector>
 
+#include <phoenix/node.hpp>
+
 #include "overlay/packet.hpp"
 
 namespace phoenix {
 
-// "" on success, else a one-line error naming the file.
-std::string write_message_log(const std::filesystem::path& file, const std::vector<overlay::packet>& packets);
-std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out);
+// An interval a suspended node assumed, with the application state pack gave for it.
+struct suspended_interval {
+  Interval span;
+  Bytes state;
+};
+
+// "" on success, else a one-line error naming the file. With no intervals the file is a PHXLOG01 log.
+std::string write_message_log(const std::filesystem::path& file, const std::vector<overlay::packet>& packets,
+                              const std::vector<suspended_interval>& intervals = {});
+std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out,
+                             std::vector<suspended_interval>* intervals = nullptr);
 
 }  // namespace phoenix

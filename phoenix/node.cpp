@@ -2,19 +2,25 @@
 #include <phoenix/node.hpp>
 
 #include <openssl/rand.h>
+#include <signal.h>
 #include <spdlog/cfg/env.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
 #include <mutex>
 #include <random>
+#include <sstream>
+#include <unordered_map>
 
 #include <phoenix/config.hpp>
 
+#include "migration/log.hpp"
 #include "migration/message.hpp"
 #include "overlay/cluster_key.hpp"
 #include "overlay/log.hpp"
 #include "overlay/overlay.hpp"
+#include "phoenix/control.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/message_log.hpp"
 #include "phoenix/migration_driver.hpp"
@@ -56,6 +62,28 @@ std::optional<spdlog::level::level_enum> parse_level(const std::string& s) {
   return l;
 }
 
+// Every module's logger prints `level` on stderr, unless SPDLOG_LEVEL (e.g. overlay=debug) says otherwise.
+void set_log_levels(spdlog::level::level_enum level) {
+  const std::shared_ptr<spdlog::logger> modules[] = {logger(), overlay::logger(), migration::logger()};
+  std::vector<spdlog::level::level_enum> before;
+  for (const auto& l : modules) {
+    overlay::set_module_level(*l, level);
+    before.push_back(l->level());
+  }
+  spdlog::cfg::load_env_levels();
+  for (std::size_t i = 0; i < std::size(modules); ++i) overlay::follow_env_level(*modules[i], before[i]);
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+// How many lines `log` returns when the request names no number, and at most.
+constexpr std::size_t default_log_lines = 50;
+constexpr std::size_t max_log_lines = 1000;
+
 }  // namespace
 
 class Node::Impl {
@@ -64,7 +92,12 @@ class Node::Impl {
   explicit Impl(ConfigResult r) : config_(std::move(r.config)), config_error_(std::move(r.error)) {}
 
   std::error_code initialize(std::string_view port, const char* log_in);
-  std::error_code finalize(const char* log_out);
+  std::error_code finalize(const char* log_out, const std::vector<suspended_interval>& state = {});
+  std::error_code suspend(const char* file);
+  std::error_code set_state_handlers(PackFn pack, UnpackFn unpack);
+  std::optional<ControlReply> control(vp_t node, std::string_view request, std::chrono::milliseconds timeout,
+                                      std::error_code* ec);
+  RoutingSnapshot snapshot();  // holding the token
   std::error_code send(vp_t dest, int tag, std::span<const std::byte> data);
   std::error_code send(vp_t dest, int tag, Bytes&& body);
   // The checks of ph_send, and the reservation of room for `size` body bytes among the waiting messages.
@@ -93,6 +126,23 @@ class Node::Impl {
 
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;
+  std::atomic<std::uint64_t> sent_total_{0}, received_total_{0};  // messages the application sent, received
+
+  // Remote control (control.hpp). Replies and the rate are the I/O context's (the token); requests for the
+  // application and its status text are shared with it.
+  std::uint64_t next_control_id_ = 0;
+  std::unordered_map<std::uint64_t, control_packet> control_replies_;
+  clock::time_point rate_since_;
+  std::uint64_t rate_base_ = 0;
+  double rate_ = 0;
+  std::mutex requests_mu_;
+  std::deque<ControlRequest> requests_;
+  std::string app_status_;
+  // From initialize's log (a suspend's), taken up when the application sets its state handlers.
+  std::vector<suspended_interval> restore_;
+  // The state handlers, for suspend and the taking up of restore_ (the application's thread).
+  PackFn pack_;
+  UnpackFn unpack_;
 
   // Packets from ph_send on their way to the I/O context, in send order (see send()).
   std::mutex outbox_mu_;
@@ -103,6 +153,9 @@ class Node::Impl {
   void drain_outbox();
   std::error_code fail(int code, const std::string& why);
   void deliver(overlay::packet&& p);
+  void on_control(overlay::packet&& p);  // holding the token
+  control_packet answer(const std::string& request, vp_t from);  // holding the token
+  std::string status_text();  // holding the token
   overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
   std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
   void release_and_requeue(Interval s);  // holding the token
@@ -150,9 +203,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   if (const auto problem = validate(config_); !problem.empty()) return fail(PH_ECONFIG, problem);
   const auto level = parse_level(config_.log_level);
   if (!level) return fail(PH_ECONFIG, "unknown log_level '" + config_.log_level + "'");
-  logger()->set_level(*level);
-  overlay::logger()->set_level(*level);
-  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=overlay=debug wins over the configuration
+  set_log_levels(*level);
 
   std::vector<std::byte> key;
   if (config_.cluster_key_file.empty()) {
@@ -167,8 +218,9 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   }
 
   std::vector<overlay::packet> logged;
+  std::vector<suspended_interval> restore;
   if (log_in && *log_in) {
-    if (auto err = read_message_log(log_in, logged); !err.empty()) return fail(PH_EIO, err);
+    if (auto err = read_message_log(log_in, logged, &restore); !err.empty()) return fail(PH_EIO, err);
   }
 
   resource_name_ = make_resource_name(config_.space_size);
@@ -198,6 +250,17 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
     }
   }
   for (auto& p : logged) overlay_->inject(std::move(p));
+  restore_ = std::move(restore);
+  {
+    std::lock_guard lock(requests_mu_);
+    requests_.clear();
+    app_status_.clear();
+  }
+  rate_since_ = clock::now();
+  rate_base_ = 0;
+  rate_ = 0;
+  sent_total_ = 0;
+  received_total_ = 0;
   logger()->info("{}: initialized as {} on {} ({} logged messages)", config_.name, resource_name_, local_port_,
                  logged.size());
   progress_->start_background();
@@ -207,6 +270,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
 
 void Node::Impl::deliver(overlay::packet&& p) {
   if (p.tag == migration::protocol_tag) return migration_->on_packet(p);
+  if (p.tag == control_tag) return on_control(std::move(p));
   std::lock_guard lock(inbox_mu_);
   inbox_.emplace_back(p.dest, p.source, p.tag, std::move(p.body));
 }
@@ -219,6 +283,7 @@ std::optional<Message> Node::Impl::take(int tag) {
   if (it == inbox_.end()) return std::nullopt;
   Message m = std::move(*it);
   inbox_.erase(it);
+  received_total_.fetch_add(1, std::memory_order_relaxed);
   return m;
 }
 
@@ -255,6 +320,7 @@ std::error_code Node::Impl::send(vp_t dest, int tag, Bytes&& body) {
 }
 
 std::error_code Node::Impl::enqueue(vp_t dest, int tag, Bytes body) {
+  sent_total_.fetch_add(1, std::memory_order_relaxed);
   overlay::packet p;
   p.dest = dest;
   p.tag = tag;
@@ -385,7 +451,7 @@ void Node::Impl::back_off(std::chrono::milliseconds& backoff, clock::time_point 
 }
 
 std::error_code Node::Impl::join(std::chrono::milliseconds timeout) {
-  if (!running_) return make_error_code(PH_ESTATE);
+  if (!running_ || !restore_.empty()) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
   if (const auto i = current_interval(); !i || !i->empty()) return make_error_code(PH_ESTATE);
   std::chrono::milliseconds backoff = backoff_first;
@@ -442,7 +508,7 @@ int Node::Impl::poll() {
   return ran + migration_->run_pending(*progress_);
 }
 
-std::error_code Node::Impl::finalize(const char* log_out) {
+std::error_code Node::Impl::finalize(const char* log_out, const std::vector<suspended_interval>& state) {
   if (!running_) return make_error_code(PH_ESTATE);
   // A migration this node takes part in ends first (both its ends hold locks the other waits on), and so does
   // every lock_you_first it sent: its sender may still ask for this node's lock. Closing, the node starts
@@ -475,14 +541,200 @@ std::error_code Node::Impl::finalize(const char* log_out) {
   progress_.reset();
   std::error_code result;
   if (log_out && *log_out) {
-    if (auto err = write_message_log(log_out, undelivered); !err.empty()) result = fail(PH_EIO, err);
+    if (auto err = write_message_log(log_out, undelivered, state); !err.empty()) result = fail(PH_EIO, err);
   } else if (!undelivered.empty()) {
     logger()->warn("{}: {} undelivered messages discarded: no log file given to finalize", config_.name,
                    undelivered.size());
   }
+  if (!restore_.empty())
+    logger()->warn("{}: finalized before its application took up the suspended state (set_state_handlers)",
+                   config_.name);
   logger()->info("{}: finalized ({} messages logged)", config_.name, log_out ? undelivered.size() : 0);
   local_port_.clear();
   return result;
+}
+
+// Like finalize, after pack gave the state of every interval. Migrations end first (finalize's own wait, done
+// here so that no give or arrival changes the intervals after they were packed); the protocol stays closed.
+std::error_code Node::Impl::suspend(const char* file) {
+  if (!running_) return make_error_code(PH_ESTATE);
+  if (!file || !*file) return make_error_code(PH_EINVAL);
+  if (!pack_) return fail(PH_ESTATE, "suspend needs state handlers (set_state_handlers)");
+  progress_->call([&] { migration_->protocol().close(); });
+  if (!drive_migration([&] { return !migration_->protocol().involved(); },
+                       clock::now() + migration_settle_timeout)) {
+    progress_->call([&] { migration_->protocol().reopen(); });
+    return fail(PH_ETIMEDOUT, "suspend: a migration this node takes part in did not end");
+  }
+  std::vector<suspended_interval> state;
+  for (const auto& s : progress_->call([&] { return snapshot().assumed; })) {
+    auto packed = pack_(s);
+    if (!packed) {
+      // Nothing is lost: what was packed goes back, and the node runs on.
+      for (const auto& done : state) unpack_(done.span, done.state);
+      progress_->call([&] { migration_->protocol().reopen(); });
+      return fail(PH_ESTATE, "suspend: pack of [" + std::to_string(s.lo) + ", " + std::to_string(s.hi) +
+                                 ") declined");
+    }
+    state.push_back({s, std::move(*packed)});
+  }
+  logger()->info("{}: suspending with {} intervals to {}", config_.name, state.size(), file);
+  return finalize(file, state);
+}
+
+std::error_code Node::Impl::set_state_handlers(PackFn pack, UnpackFn unpack) {
+  if (!pack || !unpack) return make_error_code(PH_EINVAL);
+  if (!running_) return make_error_code(PH_ESTATE);
+  pack_ = pack;
+  unpack_ = unpack;
+  progress_->call([&] { migration_->set_handlers(std::move(pack), std::move(unpack)); });
+  // A suspended incarnation's intervals: their state first, then they are assumed (messages waited meanwhile).
+  std::error_code result;
+  for (auto& r : std::exchange(restore_, {})) {
+    if (!unpack_(r.span, r.state)) {
+      result = fail(PH_EINVAL, "unpack of the suspended state of [" + std::to_string(r.span.lo) + ", " +
+                                   std::to_string(r.span.hi) + ") failed: not assumed");
+      continue;
+    }
+    progress_->call([&] {
+      if (!assume_now(r.span)) logger()->error("{}: the suspended interval overlaps one assumed", config_.name);
+      sync_migration_interval();
+    });
+    logger()->info("{}: resumed [{}, {}) with {} bytes of state", config_.name, r.span.lo, r.span.hi,
+                   r.state.size());
+  }
+  return result;
+}
+
+// --- remote control (control.hpp) ---------------------------------------------------------------------------
+
+std::optional<Node::ControlReply> Node::Impl::control(vp_t node, std::string_view request,
+                                                      std::chrono::milliseconds timeout, std::error_code* ec) {
+  auto failed = [&](int code) -> std::optional<ControlReply> {
+    if (ec) *ec = make_error_code(code);
+    return std::nullopt;
+  };
+  if (!running_) return failed(PH_ESTATE);
+  const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+  const auto id = progress_->call([&]() -> std::optional<std::uint64_t> {
+    if (node != resource_name_ && !overlay_->can_reach(node)) return std::nullopt;
+    overlay::packet p;
+    p.dest = node;
+    p.tag = control_tag;
+    p.body = encode_control({control_packet::kind::request, true, ++next_control_id_, std::string(request)});
+    overlay_->send_unbounded(std::move(p));
+    return next_control_id_;
+  });
+  if (!id) return failed(PH_EUNREACH);
+  std::optional<control_packet> reply;
+  progress_->drive_until(
+      [&] {
+        const auto it = control_replies_.find(*id);
+        if (it == control_replies_.end()) return false;
+        reply = std::move(it->second);
+        control_replies_.erase(it);
+        return true;
+      },
+      deadline);
+  if (!reply) return failed(PH_ETIMEDOUT);
+  if (ec) ec->clear();
+  return ControlReply{reply->ok, std::move(reply->text)};
+}
+
+void Node::Impl::on_control(overlay::packet&& p) {
+  auto c = decode_control(p.body);
+  if (!c) {
+    logger()->warn("{}: malformed control message from {} dropped", config_.name, p.source);
+    return;
+  }
+  if (c->what == control_packet::kind::reply) {
+    if (c->id <= next_control_id_) control_replies_.emplace(c->id, std::move(*c));
+    return;
+  }
+  control_packet reply = answer(c->text, p.source);
+  reply.what = control_packet::kind::reply;
+  reply.id = c->id;
+  overlay::packet out;
+  out.dest = p.source;
+  out.tag = control_tag;
+  out.body = encode_control(reply);
+  overlay_->send_unbounded(std::move(out));
+}
+
+control_packet Node::Impl::answer(const std::string& request, vp_t from) {
+  std::istringstream in(request);
+  std::string verb;
+  in >> verb;
+  control_packet r;
+  if (verb == "status") {
+    r.text = status_text();
+  } else if (verb == "routes") {
+    r.text = describe(snapshot());
+  } else if (verb == "log") {
+    std::size_t n = default_log_lines;
+    if (!(in >> n)) n = default_log_lines;
+    const auto lines = overlay::recent_lines()->last_formatted(std::min(n, max_log_lines));
+    for (const auto& l : lines) r.text += l;
+  } else if (verb == "leave" || verb == "suspend") {
+    ControlRequest q;
+    q.kind = verb == "leave" ? ControlRequest::Kind::leave : ControlRequest::Kind::suspend;
+    q.from = from;
+    if (q.kind == ControlRequest::Kind::suspend && !(in >> q.file)) {
+      r.ok = false;
+      r.text = "suspend needs a file";
+      return r;
+    }
+    std::lock_guard lock(requests_mu_);
+    requests_.push_back(std::move(q));
+    r.text = verb + " requested";
+    logger()->info("{}: {} requested by {}", config_.name, verb, from);
+  } else if (verb == "kill") {
+    logger()->warn("{}: killed by a control request from {}", config_.name, from);
+    ::kill(::getpid(), SIGKILL);  // a crash, on purpose: nothing is flushed or handed over
+  } else {
+    r.ok = false;
+    r.text = "unknown request '" + verb + "'";
+  }
+  return r;
+}
+
+std::string Node::Impl::status_text() {
+  const auto s = snapshot();
+  const auto now = clock::now();
+  const std::uint64_t total = sent_total_ + received_total_;
+  const double dt = std::chrono::duration<double>(now - rate_since_).count();
+  if (dt >= 0.5) {  // per second since the previous status, or since initialize
+    rate_ = static_cast<double>(total - rate_base_) / dt;
+    rate_base_ = total;
+    rate_since_ = now;
+  }
+  std::size_t queued = 0;
+  {
+    std::lock_guard lock(inbox_mu_);
+    queued = inbox_.size();
+  }
+  std::string state;
+  {
+    std::lock_guard lock(requests_mu_);
+    state = app_status_;
+  }
+  if (state.empty()) state = s.migration_attempting || s.migration_locked ? "migrating" : "running";
+  std::string peers;
+  std::size_t links_up = 0;
+  for (const auto& l : s.links) {
+    if (l.state != "up" || l.peer == 0) continue;
+    ++links_up;
+    if (!peers.empty()) peers += ',';
+    peers += std::to_string(l.peer);
+  }
+  std::ostringstream out;
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.1f", rate_);
+  out << "name=" << config_.name << "\nhost=" << host_name() << "\npid=" << ::getpid() << "\nendpoint=" << local_port_
+      << "\nresource=" << resource_name_ << "\nassumed=" << (s.assumed.empty() ? "" : describe(s.assumed)) << "\nqueued=" << queued
+      << "\nwaiting=" << s.waiting_messages << "\nsent=" << sent_total_ << "\nreceived=" << received_total_
+      << "\nrate=" << rate << "\nstate=" << state << "\nlinks=" << links_up << "\npeers=" << peers << "\n";
+  return out.str();
 }
 
 // --- Node ---------------------------------------------------------------------------------------------------
@@ -532,10 +784,24 @@ std::optional<Message> Node::recv_for(int tag, std::chrono::milliseconds timeout
 }
 
 std::error_code Node::set_state_handlers(PackFn pack, UnpackFn unpack) {
-  if (!pack || !unpack) return make_error_code(PH_EINVAL);
-  if (!impl_->running_) return make_error_code(PH_ESTATE);
-  impl_->progress_->call([&] { impl_->migration_->set_handlers(std::move(pack), std::move(unpack)); });
-  return {};
+  return impl_->set_state_handlers(std::move(pack), std::move(unpack));
+}
+std::error_code Node::suspend(const char* file) { return impl_->suspend(file); }
+
+std::optional<Node::ControlReply> Node::control(vp_t node, std::string_view request,
+                                                std::chrono::milliseconds timeout, std::error_code* ec) {
+  return impl_->control(node, request, timeout, ec);
+}
+Node::ControlRequest Node::take_control_request() {
+  std::lock_guard lock(impl_->requests_mu_);
+  if (impl_->requests_.empty()) return {};
+  auto r = std::move(impl_->requests_.front());
+  impl_->requests_.pop_front();
+  return r;
+}
+void Node::set_status(std::string_view text) {
+  std::lock_guard lock(impl_->requests_mu_);
+  impl_->app_status_ = text;
 }
 std::error_code Node::join(std::chrono::milliseconds timeout) { return impl_->join(timeout); }
 std::error_code Node::leave(std::chrono::milliseconds timeout) { return impl_->leave(timeout); }
@@ -575,16 +841,18 @@ std::size_t Node::drop_links() {
 }
 
 RoutingSnapshot Node::routing_snapshot() const {
+  if (!impl_->running_) return {};
+  return impl_->progress_->call([&] { return impl_->snapshot(); });
+}
+
+// One turn with the token: the overlay's view and the migration state are of the same instant.
+RoutingSnapshot Node::Impl::snapshot() {
   RoutingSnapshot s;
-  if (!impl_->running_) return s;
-  // One turn with the token: the overlay's view and the migration state are of the same instant.
-  const auto v = impl_->progress_->call([&] {
-    const auto& p = impl_->migration_->protocol();
-    s.migration_locked = p.locked();
-    s.migration_lock_holder = p.locked() ? p.holder() : 0;
-    s.migration_attempting = p.busy();
-    return impl_->overlay_->view();
-  });
+  const auto& p = migration_->protocol();
+  s.migration_locked = p.locked();
+  s.migration_lock_holder = p.locked() ? p.holder() : 0;
+  s.migration_attempting = p.busy();
+  const auto v = overlay_->view();
   s.self = v.self;
   s.seqno = v.seqno;
   for (const auto& i : v.assumed) s.assumed.push_back({i.lo, i.hi});

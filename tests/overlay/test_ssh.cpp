@@ -28,7 +28,10 @@ constexpr std::uint64_t L = 1000;
 struct log_capture {
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink =
       std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(512);
-  log_capture() { phoenix::overlay::logger()->sinks().push_back(sink); }
+  log_capture() {  // what a node reports at warn and above (the logger passes info on, for `log NODE`)
+    sink->set_level(spdlog::level::warn);
+    phoenix::overlay::logger()->sinks().push_back(sink);
+  }
   ~log_capture() {
     auto& sinks = phoenix::overlay::logger()->sinks();
     sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());

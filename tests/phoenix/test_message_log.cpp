@@ -49,3 +49,28 @@ TEST_CASE("message_log: a truncated or foreign file is rejected, not half-read")
   CHECK(phoenix::read_message_log(dir / "other", out) != "");
   CHECK(phoenix::read_message_log(dir / "missing", out).find("missing") != std::string::npos);
 }
+
+TEST_CASE("message_log: a suspend's log keeps its intervals and their state, and a truncated one is rejected") {
+  phoenix::test::temp_dir dir;
+  const auto file = dir / "node.log";
+  std::vector<phoenix::suspended_interval> state(2);
+  state[0].span = {0, 100};
+  state[0].state = make(0, 0, 300).body;
+  state[1].span = {200, 250};  // an interval with empty state is kept too
+  REQUIRE(phoenix::write_message_log(file, {make(7, 3, 10)}, state) == "");
+  std::vector<packet> out;
+  std::vector<phoenix::suspended_interval> back;
+  REQUIRE(phoenix::read_message_log(file, out, &back) == "");
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].dest == 7);
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].span == phoenix::Interval{0, 100});
+  CHECK(back[0].state == state[0].state);
+  CHECK(back[1].span == phoenix::Interval{200, 250});
+  CHECK(back[1].state.empty());
+
+  std::filesystem::resize_file(file, 8 + 8 + 24 + 100);  // inside the first state record
+  back.clear();
+  CHECK(phoenix::read_message_log(file, out, &back) != "");
+  CHECK(back.empty());
+}

@@ -102,6 +102,8 @@ struct RoutingSnapshot {
 
 // The snapshot as a small text table: links, then routes with their intervals (the shell's `routes`).
 PH_API std::string describe(const RoutingSnapshot& s);
+// Intervals as text: "[lo,hi) [lo,hi)", or "-" for none.
+PH_API std::string describe(const std::vector<Interval>& v);
 
 struct Config;  // phoenix/config.hpp
 
@@ -166,6 +168,43 @@ class PH_API Node {
   enum class MigrationAction { take_half, take, give_all, give };
   enum class Side { below, above };
   std::error_code migrate(MigrationAction action, Side side, vp_t count, std::chrono::milliseconds timeout);
+
+  // Temporary leave with state (paper 3.3; docs/migration.md). Like finalize(file), and the file also records
+  // the intervals this node assumes with their application state, from pack on the calling thread. A later
+  // incarnation, from any address, restores both: initialize(port, file), then set_state_handlers, which runs
+  // unpack on its thread and assumes the intervals again (until then the node assumes nothing and messages to
+  // them wait). PH_ESTATE, with the node still running and nothing lost, if no state handlers are set or pack
+  // returns nullopt.
+  std::error_code suspend(const char* file);
+
+  // Remote control (the shell phsh; docs/shell.md). Every running node answers text requests sent to its
+  // resource name, on its I/O thread, whatever its application is doing:
+  //   "status"         key=value lines: name host pid endpoint resource assumed queued waiting sent received
+  //                    rate state links
+  //   "routes"         describe(routing_snapshot())
+  //   "log [N]"        the last N (default 50) log lines of its process, oldest first
+  //   "leave"          recorded for the application (take_control_request), answered at once
+  //   "suspend FILE"   the same, for a suspend to FILE
+  //   "kill"           the process ends at once (SIGKILL to itself), as in a crash: for fault drills
+  struct ControlReply {
+    bool ok = false;
+    std::string text;  // the answer, or the error when !ok
+  };
+  // Sends `request` to the node whose resource name is `node` and waits for the reply, driving this node's
+  // I/O meanwhile. nullopt if none came: *ec is PH_EUNREACH (no route to it), PH_ETIMEDOUT or PH_ESTATE (not
+  // running). A node may control itself.
+  std::optional<ControlReply> control(vp_t node, std::string_view request, std::chrono::milliseconds timeout,
+                                      std::error_code* ec = nullptr);
+  struct ControlRequest {
+    enum class Kind { none, leave, suspend } kind = Kind::none;
+    std::string file;  // suspend: where to
+    vp_t from = 0;     // the requester's resource name
+  };
+  // The oldest request addressed to the application not yet taken (kind none when there is none).
+  ControlRequest take_control_request();
+  // What the application is doing, in a word or two ("joining", "running", "finished"): `status` reports it
+  // as state=, else the runtime's own ("running", "migrating").
+  void set_status(std::string_view text);
 
   // introspection
   RoutingSnapshot routing_snapshot() const;

@@ -43,6 +43,7 @@ typedef struct ph_msg ph_msg_t;              /* opaque; the caller frees it with
 #define PH_EKEY (-11)        /* the cluster key file is missing or unreadable                      */
 #define PH_ENOTSUP (-12)     /* not supported by this build (e.g. an address scheme)               */
 #define PH_EBUSY (-13)       /* a migration attempt ended without moving anything (lock taken, ...)  */
+#define PH_EUNREACH (-14)    /* no route to that node (a resource name nobody has)                 */
 
 /* lifecycle (paper 3.3) */
 PH_API int ph_initialize(const char *port, const char *log_in);
@@ -51,6 +52,7 @@ PH_API ph_vp_t ph_resource_name(void);
 PH_API ph_vp_t ph_space_size(void); /* L */
 PH_API const char *ph_local_port(void);
 PH_API int ph_finalize(const char *log_out);
+PH_API int ph_suspend(const char *file); /* finalize, keeping the assumed intervals and their state */
 
 /* messages */
 PH_API int ph_send(ph_vp_t dest, int tag, const void *data, size_t len);
