@@ -80,6 +80,8 @@ std::string host_name() {
   return buf;
 }
 
+// How long Node::control waits for a route to the node it asks before it says PH_EUNREACH.
+constexpr auto control_route_wait = std::chrono::seconds(1);
 // How many lines `log` returns when the request names no number, and at most.
 constexpr std::size_t default_log_lines = 50;
 constexpr std::size_t max_log_lines = 1000;
@@ -616,6 +618,9 @@ std::optional<Node::ControlReply> Node::Impl::control(vp_t node, std::string_vie
   };
   if (!running_) return failed(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+  // A node just linked may not have advertised its route yet: wait a little for it, not for the whole timeout.
+  progress_->drive_until([&] { return node == resource_name_ || overlay_->can_reach(node); },
+                         std::min(deadline, clock::now() + control_route_wait));
   const auto id = progress_->call([&]() -> std::optional<std::uint64_t> {
     if (node != resource_name_ && !overlay_->can_reach(node)) return std::nullopt;
     overlay::packet p;

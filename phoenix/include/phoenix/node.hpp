@@ -191,8 +191,9 @@ class PH_API Node {
     std::string text;  // the answer, or the error when !ok
   };
   // Sends `request` to the node whose resource name is `node` and waits for the reply, driving this node's
-  // I/O meanwhile. nullopt if none came: *ec is PH_EUNREACH (no route to it), PH_ETIMEDOUT or PH_ESTATE (not
-  // running). A node may control itself.
+  // I/O meanwhile. nullopt if none came: *ec is PH_EUNREACH (no route to it within a second: a node just
+  // linked may not have advertised itself yet), PH_ETIMEDOUT or PH_ESTATE (not running). A node may control
+  // itself.
   std::optional<ControlReply> control(vp_t node, std::string_view request, std::chrono::milliseconds timeout,
                                       std::error_code* ec = nullptr);
   struct ControlRequest {
