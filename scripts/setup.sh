@@ -10,6 +10,7 @@ packages=(
   libpng-dev                                         # PNG output of the ray tracer (apps/raytrace/)
   doctest-dev                                        # tests
   libcli11-dev                                       # command lines of the apps
+  libedit-dev graphviz                               # the shell phsh: line editing; its `dot --png`
   libopenblas-dev liblapacke-dev                     # block updates and panel factorisation of apps/lu
   clang libclang-rt-14-dev                           # libFuzzer harnesses and sanitizer runtimes
   openssh-server openssh-client                      # ssh:// link tests run a private sshd

@@ -1,6 +1,7 @@
 // bintree — parallel divide-and-conquer by lazy task creation (paper 4.2, 6): a binary task tree of a given
 // depth with some work at each leaf, on local node processes that join and leave while it runs. The result
-// (leaf count and a checksum computed at the leaves) is compared with a sequential recursion.
+// (leaf count and a checksum computed at the leaves) is compared with a sequential recursion. Started by the
+// shell phsh (PHSH_ROLE set: apps/launch/spawned_node.hpp) it runs one node of such a run, without the check.
 //
 // Usage: bintree [--depth D] [--work N] [--nodes N] [--schedule S | --figure6 SECONDS] [--trace FILE] ...
 //        (bintree --help says everything)
@@ -11,6 +12,7 @@
 
 #include "apps/bintree/bintree.hpp"
 #include "apps/launch/cluster_cli.hpp"
+#include "apps/launch/spawned_node.hpp"
 
 namespace {
 
@@ -33,6 +35,10 @@ int main(int argc, char** argv) {
   launch::ClusterCli run;
   run.add_to(cli, "tasks");
   CLI11_PARSE(cli, argc, argv);
+  if (launch::spawned_by_shell()) {
+    return launch::run_spawned_node(
+        [&](launch::NodeProcess& p) { return apps::bintree::run_node(p, depth, work, grain); });
+  }
 
   const auto seq = [&] {
     const auto t0 = std::chrono::steady_clock::now();

@@ -67,7 +67,7 @@ Sorter::End Sorter::run(const Hooks& hooks) {
   for (;;) {
     if (done_) return End::done;
     if (turns.stop()) return End::stopped;
-    if (turns.tick_and_leave(clock::now())) return End::left;
+    if (const auto end = turns.tick_and_leave(clock::now())) return *end;
     bool busy = drain_messages();
     settle();
     busy = step_key_block() || busy;

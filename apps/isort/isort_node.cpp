@@ -1,4 +1,5 @@
-// apps/isort/isort_node.cpp — the node process of a parallel integer sort under the launcher (isort.hpp).
+// apps/isort/isort_node.cpp — the node process of a parallel integer sort under the launcher (isort.hpp) or
+// started by the shell (apps/launch/spawned_node.hpp).
 #include <phoenix/node.hpp>
 
 #include "apps/isort/isort.hpp"
@@ -23,7 +24,7 @@ int run_node(launch::NodeProcess& process, const NpbClass& c, const SortOptions&
     process.report_error("the virtual node space is smaller than the number of keys");
     return 1;
   }
-  Sorter sorter(node, c, options);
+  Sorter sorter(node, c, options);  // sets the state handlers: a resumed node gets its keys and buckets here
   if (process.first()) {
     sorter.start();
     if (auto ec = node.assume({0, node.space_size()})) {
@@ -35,7 +36,14 @@ int run_node(launch::NodeProcess& process, const NpbClass& c, const SortOptions&
     return 1;
   }
 
-  const auto hooks = process.run_hooks([&] { return sorter.stats().keys_ranked; });
+  auto hooks = process.run_hooks(node, [&] { return sorter.stats().keys_ranked; });
+  // The node whose collector has the result does not suspend: it reports the result at the end of its run, and
+  // its next incarnation would report it again.
+  const auto suspend_to = hooks.suspend_to;
+  hooks.suspend_to = [&]() -> std::optional<std::string> {
+    if (sorter.result()) return std::nullopt;
+    return suspend_to();
+  };
   const auto end = sorter.run(hooks);
   const SortStats& st = sorter.stats();
   process.report_units(st.keys_ranked);
@@ -44,9 +52,13 @@ int run_node(launch::NodeProcess& process, const NpbClass& c, const SortOptions&
   if (st.send_errors) process.report_error(std::to_string(st.send_errors) + " failed sends");
   if (sorter.result()) process.report_result(describe(*sorter.result()));
   if (on_end) on_end(st);
+  const bool clean = st.bad_messages == 0 && st.send_errors == 0;
+  if (end == Sorter::End::suspended) {
+    process.report_suspended();
+    return clean ? 0 : 1;  // suspend finalized the node
+  }
   if (end == Sorter::End::left) process.report_left();
   if (end != Sorter::End::left) process.report_finished();
-  const bool clean = st.bad_messages == 0 && st.send_errors == 0;
   return node.finalize() || !clean ? 1 : 0;
 }
 

@@ -1,6 +1,7 @@
 // isort — integer sort after NAS IS (paper 4.3.1) on local phoenix node processes that join and leave while it
 // runs. The RESULT (NPB's partial and full verification, and a checksum of the sorted keys) is compared with
-// the sequential benchmark over as many rounds.
+// the sequential benchmark over as many rounds. Started by the shell phsh (PHSH_ROLE set:
+// apps/launch/spawned_node.hpp) it runs one node of such a run; the RESULT line carries NPB's verification.
 //
 // Usage: isort --class S|W|A [--rounds R] [--chunk BUCKETS] [--sequential] [--nodes N] [--schedule S] ...
 //        (isort --help says everything)
@@ -10,6 +11,7 @@
 
 #include "apps/isort/isort.hpp"
 #include "apps/launch/cluster_cli.hpp"
+#include "apps/launch/spawned_node.hpp"
 
 namespace {
 
@@ -50,6 +52,9 @@ int main(int argc, char** argv) {
 
   const NpbClass c = *npb_class(name[0]);
   if (options.chunk_buckets > c.buckets) options.chunk_buckets = c.buckets;
+  if (launch::spawned_by_shell()) {
+    return launch::run_spawned_node([&](launch::NodeProcess& p) { return run_node(p, c, options); });
+  }
   if (sequential_only) return run_sequential(c, options.rounds).successful() ? 0 : 1;
 
   auto cluster = run.options("isort", "keys ranked");

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "apps/launch/key_file.hpp"
 
@@ -68,8 +69,9 @@ std::optional<std::vector<ScheduleStep>> parse_schedule(const std::string& text)
 
 // --- the node process's side --------------------------------------------------------------------------------
 
-NodeProcess::NodeProcess(const ChildPipes& pipes, Config config, std::vector<std::string> peers, int index)
-    : pipes_(pipes), config_(std::move(config)), peers_(std::move(peers)), index_(index) {
+namespace {
+
+void install_leave_signal() {
   struct sigaction sa {};
   sa.sa_handler = on_leave_signal;
   ::sigemptyset(&sa.sa_mask);
@@ -77,41 +79,103 @@ NodeProcess::NodeProcess(const ChildPipes& pipes, Config config, std::vector<std
   ::sigaction(SIGUSR1, &sa, nullptr);
 }
 
+// How long a resumed node waits for the intervals of its file to be assumed again.
+constexpr auto resume_wait = std::chrono::seconds(30);
+
+}  // namespace
+
+NodeProcess::NodeProcess(const ChildPipes& pipes, Config config, std::vector<std::string> peers, int index)
+    : pipes_(pipes),
+      config_(std::move(config)),
+      peers_(std::move(peers)),
+      index_(index),
+      role_(peers_.empty() ? Role::first : Role::join) {
+  install_leave_signal();
+}
+
+NodeProcess::NodeProcess(const ChildPipes& pipes, Config config, Role role, std::string resume_file)
+    : pipes_(pipes),
+      config_(std::move(config)),
+      peers_(config_.peers),
+      peers_in_config_(true),
+      role_(role),
+      resume_file_(role == Role::resume ? std::move(resume_file) : std::string()) {
+  install_leave_signal();
+}
+
 void NodeProcess::report_port(const std::string& port) { report_line(pipes_.report_fd, "PORT " + port); }
 void NodeProcess::report_joined(std::uint64_t lo, std::uint64_t hi) {
+  if (node_) node_->set_status("running");
   report_line(pipes_.report_fd, "JOINED " + std::to_string(lo) + " " + std::to_string(hi));
 }
 void NodeProcess::report_units(std::uint64_t total) {
   report_line(pipes_.report_fd, "UNITS " + std::to_string(total));
 }
-void NodeProcess::report_left() { report_line(pipes_.report_fd, "LEFT"); }
-void NodeProcess::report_finished() { report_line(pipes_.report_fd, "FINISHED"); }
+void NodeProcess::report_left() {
+  if (node_) node_->set_status("left");
+  report_line(pipes_.report_fd, "LEFT");
+}
+void NodeProcess::report_suspended() { report_line(pipes_.report_fd, "SUSPENDED " + suspend_file_); }
+void NodeProcess::report_finished() {
+  if (node_) node_->set_status("finished");
+  report_line(pipes_.report_fd, "FINISHED");
+}
 void NodeProcess::report_result(const std::string& text) { report_line(pipes_.report_fd, "RESULT " + text); }
 void NodeProcess::report(const std::string& line) { report_line(pipes_.report_fd, config_.name + ": " + line); }
 void NodeProcess::report_error(const std::string& what) {
   report_line(pipes_.report_fd, "ERROR " + config_.name + ": " + what);
 }
 bool NodeProcess::stop_requested() const { return launch::stop_requested(pipes_.control_fd); }
-bool NodeProcess::leave_requested() const { return g_leave_requested != 0; }
+bool NodeProcess::leave_requested() const { return g_leave_requested != 0 || leave_asked_; }
 
-RunHooks NodeProcess::run_hooks(std::function<std::uint64_t()> units) {
+void NodeProcess::take_control_requests(Node& node) {
+  for (;;) {
+    auto r = node.take_control_request();
+    switch (r.kind) {
+      case Node::ControlRequest::Kind::none:
+        return;
+      case Node::ControlRequest::Kind::leave:
+        leave_asked_ = true;
+        break;
+      case Node::ControlRequest::Kind::suspend:
+        suspend_request_ = std::move(r.file);  // a later request replaces one not yet acted on
+        break;
+    }
+  }
+}
+
+RunHooks NodeProcess::run_hooks(Node& node, std::function<std::uint64_t()> units) {
   auto stop = std::make_shared<bool>(false);
   RunHooks h;
   h.stop = [stop] { return *stop; };
   h.leave_now = [this] { return leave_requested(); };
-  h.tick = [this, stop, units = std::move(units)] {
+  h.suspend_to = [this]() -> std::optional<std::string> {
+    if (!suspend_request_) return std::nullopt;
+    suspend_file_ = std::move(*suspend_request_);
+    suspend_request_.reset();
+    return suspend_file_;
+  };
+  h.tick = [this, &node, stop, units = std::move(units)] {
     report_units(units());
+    take_control_requests(node);
     *stop = stop_requested();
   };
+  h.remark = [this](const std::string& line) { report(line); };
+  h.error = [this](const std::string& line) { report_error(line); };
   return h;
 }
 
 bool connect_node(NodeProcess& process, Node& node) {
-  if (auto ec = node.initialize("tcp://127.0.0.1:0")) {
-    process.report_error("initialize: " + ec.message());
+  const char* log_in = process.resuming() ? process.resume_file().c_str() : nullptr;
+  if (auto ec = node.initialize(process.config().listen, log_in)) {
+    process.report_error("initialize" + (log_in ? " from " + process.resume_file() : std::string()) + ": " +
+                         ec.message());
     return false;
   }
+  process.attach(node);
+  node.set_status(process.resuming() ? "resuming" : process.first() ? "starting" : "joining");
   process.report_port(node.local_port());
+  if (process.peers_in_config()) return true;
   for (const auto& peer : process.peers()) {
     if (auto ec = node.add_port(peer)) {
       process.report_error("add_port " + peer + ": " + ec.message());
@@ -121,12 +185,43 @@ bool connect_node(NodeProcess& process, Node& node) {
   return true;
 }
 
+namespace {
+
+// A resumed node: its intervals come back when the application sets its state handlers (before join_run), at
+// once or after a few steps of the node; wait for them, handling nothing else.
+bool await_restored(NodeProcess& process, Node& node) {
+  const auto give_up = Clock::now() + resume_wait;
+  while (node.assumed().empty()) {
+    if (process.stop_requested()) {
+      // Stopped before the state came back: nothing of the run was taken, and the file still holds it all.
+      process.report_finished();
+      std::_Exit(0);
+    }
+    if (Clock::now() >= give_up) {
+      process.report_error("resumed from " + process.resume_file() + " but assumes nothing after " +
+                           std::to_string(resume_wait.count()) + " s (are the state handlers set?)");
+      return false;
+    }
+    node.poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto mine = node.assumed();
+  process.report_joined(mine.front().lo, mine.front().hi);
+  return true;
+}
+
+}  // namespace
+
 bool join_run(NodeProcess& process, Node& node) {
+  if (process.resuming()) return await_restored(process, node);
   while (node.assumed().empty()) {
     if (process.stop_requested()) {
       process.report_finished();
       std::_Exit(0);
     }
+    // A leave or suspend asked for meanwhile waits until the node has an interval: the run loop then acts on
+    // it (a join attempt may still complete after its timeout, so the node cannot simply go).
+    process.take_control_requests(node);
     const auto ec = node.join(std::chrono::milliseconds(250));  // short: the run's end is noticed soon
     if (ec && ec != make_error_code(PH_ETIMEDOUT) && ec != make_error_code(PH_EBUSY)) {
       process.report_error("join: " + ec.message());

@@ -1,6 +1,7 @@
-// apps/lu/lu_node.cpp — the node process of an LU run under the launcher (lu.hpp, apps/launch/app_cluster.hpp):
-// makes the node, assumes everything (the first node, which creates every block) or joins, handles messages
-// until the run is over, and leaves when told, its blocks going to a neighbour with their state.
+// apps/lu/lu_node.cpp — the node process of an LU run under the launcher (lu.hpp, apps/launch/app_cluster.hpp)
+// or started by the shell (apps/launch/spawned_node.hpp): makes the node, assumes everything (the first node,
+// which creates every block), joins or resumes, handles messages until the run is over, and leaves when told,
+// its blocks going to a neighbour with their state, or suspends when told, its blocks going to a file.
 #include <chrono>
 #include <cstdlib>
 #include <phoenix/node.hpp>
@@ -28,11 +29,16 @@ constexpr auto leave_retry_interval = 200ms;
 
 using End = launch::RunEnd;
 
-// Handles messages until the run is over, the launcher stops it, or the node has left.
+// Handles messages until the run is over, the launcher stops it, or the node has left or suspended.
 End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
-  auto hooks = process.run_hooks([&] { return lu.stats().flops; });
+  auto hooks = process.run_hooks(node, [&] { return lu.stats().flops; });
   // The node with the result stays: "done" is on its way to it.
   hooks.leave_now = [&] { return process.leave_requested() && !lu.result(); };
+  const auto suspend_to = hooks.suspend_to;
+  hooks.suspend_to = [&]() -> std::optional<std::string> {
+    if (lu.result()) return std::nullopt;
+    return suspend_to();
+  };
   launch::RunTurns turns(node, hooks, leave_attempt, leave_retry_interval, lu_log());
   auto last_poll = Clock::now();
   bool reported = false;
@@ -44,7 +50,7 @@ End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
     if (lu.done()) return End::done;
     if (turns.stop()) return End::stopped;
     const auto now = Clock::now();
-    if (turns.tick_and_leave(now)) return End::left;
+    if (const auto end = turns.tick_and_leave(now)) return *end;
     if (now - last_poll >= poll_interval) {
       node.poll();
       last_poll = now;
@@ -75,7 +81,7 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
     process.report_error(validate(problem, node.space_size()));
     return 1;
   }
-  Factorization lu(node, problem, *layout);
+  Factorization lu(node, problem, *layout);  // sets the state handlers: a resumed node gets its blocks here
   if (process.first()) {
     if (auto ec = node.assume({0, node.space_size()})) {
       process.report_error("assume: " + ec.message());
@@ -89,6 +95,10 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
 
   const End end = run(node, lu, process);
   report_stats(process, lu.stats());
+  if (end == End::suspended) {
+    process.report_suspended();
+    return 0;  // suspend finalized the node
+  }
   if (end == End::left)
     process.report_left();
   else

@@ -1,7 +1,8 @@
 // lu — dense LU factorisation (paper 4.3.2, 6) of an N×N matrix in 64×64 blocks spread over the virtual node
 // space, on local node processes that join and leave while it runs. Partial pivoting by default (PA = LU, as
 // LAPACK's dgetrf), the paper's variant without pivoting with --no-pivot. Progress is counted in flops; the
-// residual ||PA - LU|| / ||A|| is computed at the end and checked.
+// residual ||PA - LU|| / ||A|| is computed at the end and checked. Started by the shell phsh (PHSH_ROLE set:
+// apps/launch/spawned_node.hpp) it runs one node of such a run; the RESULT line carries the residual check.
 //
 // Usage: lu [--n N] [--block NB] [--no-pivot] [--seed S] [--no-check] [--sequential]
 //           [--nodes N] [--schedule S | --figure6 SECONDS] [--trace FILE] ...   (lu --help says everything)
@@ -9,6 +10,7 @@
 #include <cstdio>
 
 #include "apps/launch/cluster_cli.hpp"
+#include "apps/launch/spawned_node.hpp"
 #include "apps/lu/lu.hpp"
 
 namespace {
@@ -50,6 +52,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(cli, argc, argv);
   problem.pivoting = !no_pivot;
   problem.check = !no_check;
+  if (launch::spawned_by_shell()) {
+    return launch::run_spawned_node([&](launch::NodeProcess& p) { return apps::lu::run_node(p, problem); });
+  }
 
   if (sequential_only) return run_sequential(problem);
   auto options = run.options("lu", "flops");

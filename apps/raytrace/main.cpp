@@ -1,6 +1,8 @@
 // raytrace — renders a scene (apps/raytrace/scenes/) by parallel divide-and-conquer over image tiles (the
 // lazy-task-creation layer of apps/steal) on local node processes that join and leave while it runs, writes a
-// PNG, and checks that the image is bit-identical to the sequential render.
+// PNG, and checks that the image is bit-identical to the sequential render. Started by the shell phsh
+// (PHSH_ROLE set: apps/launch/spawned_node.hpp) it runs one node of such a render; the node that reports the
+// RESULT writes the PNG and does the check.
 //
 // Usage: raytrace [-o FILE.png] [--nodes N] [--schedule S | --figure6 SECONDS] [--trace FILE] SCENE
 //        (raytrace --help says everything)
@@ -10,6 +12,7 @@
 #include <cstdio>
 
 #include "apps/launch/cluster_cli.hpp"
+#include "apps/launch/spawned_node.hpp"
 #include "apps/raytrace/render.hpp"
 #include "apps/raytrace/scene.hpp"
 #include "apps/raytrace/tile_tasks.hpp"
@@ -27,6 +30,12 @@ int main(int argc, char** argv) {
   cli.add_option("--grain", grain, "tiles of at most this many pixels are rendered as one task")
       ->check(CLI::Range(1, 1 << 24));
   cli.add_flag("--no-check", no_check, "do not render sequentially to check the image");
+  int width = 0, height = 0, samples = 0;
+  cli.add_option("--width", width, "image width in pixels, instead of the scene's")->check(CLI::Range(1, 16384));
+  cli.add_option("--height", height, "image height in pixels, instead of the scene's")
+      ->check(CLI::Range(1, 16384));
+  cli.add_option("--samples", samples, "N: an NxN grid of rays per pixel, instead of the scene's")
+      ->check(CLI::Range(1, 16));
   launch::ClusterCli run;
   run.add_to(cli, "rows");
   CLI11_PARSE(cli, argc, argv);
@@ -34,9 +43,23 @@ int main(int argc, char** argv) {
   raytrace::Scene scene;
   try {
     scene = raytrace::load_scene(scene_file);
+    if (width) scene.width = width;
+    if (height) scene.height = height;
+    if (samples) scene.samples = samples;
   } catch (const std::exception& e) {
+    if (launch::spawned_by_shell()) {
+      const std::string why = e.what();
+      return launch::run_spawned_node([&](launch::NodeProcess& p) {
+        p.report_error("raytrace: " + why);
+        return 1;
+      });
+    }
     std::fprintf(stderr, "raytrace: %s\n", e.what());
     return 1;
+  }
+  if (launch::spawned_by_shell()) {
+    return launch::run_spawned_node(
+        [&](launch::NodeProcess& p) { return raytrace::run_node(p, scene, grain, png, !no_check); });
   }
   auto options = run.options("raytrace", "rows");
   if (!options) return 2;

@@ -126,7 +126,14 @@ std::optional<std::vector<std::uint8_t>> assemble(const Scene& scene, std::span<
   return image;
 }
 
-int run_node(launch::NodeProcess& process, const Scene& scene, int grain_pixels, const std::string& png_path) {
+std::string checksum_text(const std::vector<std::uint8_t>& rgb) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "checksum %016" PRIx64, fnv1a_64(rgb));
+  return buf;
+}
+
+int run_node(launch::NodeProcess& process, const Scene& scene, int grain_pixels, const std::string& png_path,
+             bool check_result) {
   TileTasks tiles(scene, grain_pixels);
   apps::PoolNodeParts parts;
   parts.app = &tiles;
@@ -137,10 +144,20 @@ int run_node(launch::NodeProcess& process, const Scene& scene, int grain_pixels,
     const auto image = assemble(scene, value);
     if (!image) return "malformed image";
     if (!png_path.empty()) write_png(png_path, scene.width, scene.height, image->data());
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "checksum %016" PRIx64, fnv1a_64(*image));
-    return buf;
+    return checksum_text(*image);
   };
+  if (check_result) {
+    parts.check = [&](launch::NodeProcess& p, const std::string& result) {
+      const std::string expected = checksum_text(render_image(scene));
+      if (result != expected) {
+        p.report_error("raytrace: MISMATCH: the parallel image (" + result +
+                       ") differs from the sequential one (" + expected + ")");
+        return false;
+      }
+      p.report("raytrace: the parallel image is bit-identical to the sequential one");
+      return true;
+    };
+  }
   return apps::run_pool_node(process, parts);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "apps/launch/app_cluster.hpp"
@@ -36,8 +37,13 @@ class TileTasks final : public apps::Application {
 // The whole image from the root's value; nullopt unless the rectangles cover it exactly once.
 std::optional<std::vector<std::uint8_t>> assemble(const Scene& scene, std::span<const std::byte> value);
 
-// The node process of a parallel render under the launcher. The node that assembles the image writes it to
-// png_path (if not empty) and reports "checksum HEX".
-int run_node(launch::NodeProcess& process, const Scene& scene, int grain_pixels, const std::string& png_path);
+// "checksum HEX" of an image (fnv1a_64): the RESULT text, and what the sequential render is compared by.
+std::string checksum_text(const std::vector<std::uint8_t>& rgb);
+
+// The node process of a parallel render under the launcher or started by the shell. The node that assembles
+// the image writes it to png_path (if not empty) and reports "checksum HEX"; with check_result it then renders
+// the scene sequentially and reports that the images are bit-identical, or an error.
+int run_node(launch::NodeProcess& process, const Scene& scene, int grain_pixels, const std::string& png_path,
+             bool check_result = false);
 
 }  // namespace phoenix::raytrace

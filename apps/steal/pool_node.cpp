@@ -9,7 +9,8 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
   using namespace std::chrono_literals;
   Node node(process.config());
   if (!launch::connect_node(process, node)) return 1;
-  TaskPool pool(node, *parts.app, parts.options);
+  TaskPool pool(node, *parts.app,
+                parts.options);  // sets the state handlers: a resumed node gets its state here
   if (process.first()) {
     if (auto ec = node.assume({0, node.space_size()})) {
       process.report_error("assume: " + ec.message());
@@ -21,7 +22,15 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
     return 1;
   }
 
-  const auto hooks = process.run_hooks(parts.units);
+  auto hooks = process.run_hooks(node, parts.units);
+  // The node with the root's value stays until "done" reaches it: the value is not part of its state.
+  const auto leave_now = hooks.leave_now;
+  const auto suspend_to = hooks.suspend_to;
+  hooks.leave_now = [&] { return !pool.result() && leave_now(); };
+  hooks.suspend_to = [&]() -> std::optional<std::string> {
+    if (pool.result()) return std::nullopt;
+    return suspend_to();
+  };
   const auto end = pool.run(hooks);
   process.report_units(parts.units());
   const auto& st = pool.stats();
@@ -32,10 +41,19 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
                  std::to_string(st.state_moved_in));
   if (st.bad_messages) process.report_error(std::to_string(st.bad_messages) + " bad messages");
   if (parts.errors && parts.errors()) process.report_error(std::to_string(parts.errors()) + " malformed tasks");
+  if (end == TaskPool::End::suspended) {
+    process.report_suspended();
+    return 0;  // suspend finalized the node
+  }
   if (end == TaskPool::End::left) process.report_left();
-  if (end == TaskPool::End::done && pool.result()) process.report_result(parts.describe(*pool.result()));
+  bool checked = true;
+  if (end == TaskPool::End::done && pool.result()) {
+    const std::string text = parts.describe(*pool.result());
+    process.report_result(text);
+    if (parts.check) checked = parts.check(process, text);
+  }
   if (end != TaskPool::End::left) process.report_finished();
-  return node.finalize() ? 1 : 0;
+  return node.finalize() || !checked ? 1 : 0;
 }
 
 }  // namespace phoenix::apps

@@ -67,7 +67,7 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
     }
     last_look = now;
     countdown = stride;
-    if (turns.tick_and_leave(now)) return End::left;
+    if (const auto end = turns.tick_and_leave(now)) return *end;
     refresh_home();  // a leave that did not finish may have moved part of it
     if (deque_.empty()) {
       maybe_steal();
