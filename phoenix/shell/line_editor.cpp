@@ -118,8 +118,9 @@ void LineEditor::cancel_line() {
 }
 
 void LineEditor::print_above(const std::string& text) {
-  if (!editing_) {
-    write_lines(text);
+  if (!editing_) {  // the terminal is in its own mode: it turns '\n' into "\r\n" itself
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
     return;
   }
   // Take the line off the screen (the cursor ends at the start of an empty line), print, and let libedit

@@ -560,3 +560,58 @@ TEST_CASE(
   std::error_code ec;
   std::filesystem::remove("/tmp/phsh-" + std::to_string(phsh.pid()), ec);
 }
+
+TEST_CASE("phsh kill crashes a node, and dot --png draws the overlay") {
+  REQUIRE_MESSAGE(::access((app_dir + "/raytrace").c_str(), X_OK) == 0, app_dir << "/raytrace is not built");
+  phoenix::test::temp_dir dir;
+  const auto run_dir = dir / "run";
+  const auto dot = dir / "overlay.dot";
+  const std::string script =
+      "spawn -n 2 raytrace apps/raytrace/scenes/example.scene --width 1280 --height 960 --samples 4 --no-check "
+      "-o " +
+      (dir / "k.png").string() + "; dot " + dot.string() + " --png; kill n2; nodes; quit --stop";
+  Phsh phsh(Phsh::Mode::pipe, {"--run-dir", run_dir.string(), "-c", script},
+            environment({"PHSH_APP_PATH=" + app_dir}), source_dir);
+  INFO("phsh's output:\n" << phsh.output() << tails(run_dir, ".err"));
+  const auto status = phsh.wait_exit(script_timeout);
+  CHECK_MESSAGE(exited_zero(status), "phsh " << describe(status));
+  CHECK(phsh.leftovers().empty());  // quit --stop stopped n1; n2 was killed
+
+  const auto lines = lines_of(phsh.output());
+  const auto header = std::find_if(lines.begin(), lines.end(), is_nodes_header);
+  REQUIRE(header != lines.end());
+  const auto row = [&](const std::string& name) {
+    const auto it = std::find_if(header, lines.end(), [&](auto& l) { return starts_with(l, name + " "); });
+    return it == lines.end() ? std::string() : *it;
+  };
+  CHECK(row("n2").find("killed") != std::string::npos);
+  CHECK(row("n1").find("running") != std::string::npos);
+
+  // The graph: both nodes and the shell, linked to one another.
+  std::ifstream in(dot);
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str().rfind("graph overlay {", 0) == 0);
+  CHECK(text.str().find("\"n1\" -- \"n2\"") != std::string::npos);
+  CHECK(text.str().find("phsh") != std::string::npos);
+  auto png = dot;
+  png.replace_extension(".png");
+  CHECK(png_size(png).has_value());
+}
+
+TEST_CASE("phsh -c stops at the first failed command with one error line and exits 1") {
+  phoenix::test::temp_dir dir;
+  Phsh phsh(Phsh::Mode::pipe, {"--run-dir", (dir / "run").string(), "-c", "nodes; frobnicate now; map"},
+            environment({}), source_dir);
+  INFO("phsh's output:\n" << phsh.output());
+  const auto status = phsh.wait_exit(60s);
+  REQUIRE(status.has_value());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 1);
+  const auto lines = lines_of(phsh.output());
+  CHECK(std::count_if(lines.begin(), lines.end(), is_nodes_header) == 1);  // the first command ran
+  CHECK(lines_with(lines, "phsh: unknown command 'frobnicate'") == 1);
+  CHECK(std::count_if(lines.begin(), lines.end(), is_map_bar) == 0);  // the third did not
+  CHECK(phsh.leftovers().empty());
+}
