@@ -43,7 +43,9 @@ for s in $stages; do
     tsan)
       stage "TSan build of the runtime tests"
       configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_SANITIZER=thread -DPHOENIX_BUILD_BENCH=OFF
-      cmake --build build/tsan -j "$jobs"
+      # Only what the labels unit and integration run (tests/CMakeLists.txt): the applications' programs, the
+      # shell and their tests are the release and ASan stages'.
+      cmake --build build/tsan -j "$jobs" --target runtime_tests
       TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
         ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration'
       ;;
