@@ -34,7 +34,7 @@ for s in $stages; do
     asan)
       stage "ASan+UBSan build of the runtime and application tests"
       configure build/asan -DCMAKE_BUILD_TYPE=Debug -DPHOENIX_SANITIZER=address -DPHOENIX_BUILD_BENCH=OFF
-      cmake --build build/asan -j "$jobs"
+      cmake --build build/asan -j "$jobs" --target sanitizer_tests  # what the labels below run
       # The five longest application runs take 1-2 minutes each at -O0 under ASan: the release stage runs them;
       # here the apps' unit tests (pivoting, migration of records included) and their shorter cluster runs do.
       ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration|apps' \
