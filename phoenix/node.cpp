@@ -128,12 +128,13 @@ class Node::Impl {
 
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;
-  std::atomic<std::uint64_t> sent_total_{0}, received_total_{0};  // messages the application sent, received
+  std::uint64_t received_total_ = 0;  // messages the application received (inbox_mu_)
+  std::uint64_t sent_total_ = 0;      // messages of the application handed to the overlay (the token)
 
-  // Remote control (control.hpp). Replies and the rate are the I/O context's (the token); requests for the
-  // application and its status text are shared with it.
+  // Remote control (control.hpp). The calls waiting for a reply (nullopt until it came) and the rate are the
+  // I/O context's (the token); requests for the application and its status text are shared with it.
   std::uint64_t next_control_id_ = 0;
-  std::unordered_map<std::uint64_t, control_packet> control_replies_;
+  std::unordered_map<std::uint64_t, std::optional<control_packet>> control_calls_;
   clock::time_point rate_since_;
   std::uint64_t rate_base_ = 0;
   double rate_ = 0;
@@ -164,6 +165,9 @@ class Node::Impl {
   bool assume_now(Interval s);           // holding the token; false if it overlaps
   void sync_migration_interval();        // holding the token: the protocol learns what the node assumes
   bool migration_involved() const;       // holding the token: an attempt or a lock is under way
+  // Closes the migration protocol and drives the node until no migration it takes part in is under way (the
+  // wait of finalize and suspend); false if one still is after migration_settle_timeout.
+  bool settle_migrations();
   // Drives the node and runs pending migration steps until done() (evaluated holding the token) or the
   // deadline; returns done()'s last value.
   bool drive_migration(const std::function<bool()>& done, clock::time_point deadline);
@@ -262,7 +266,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   rate_base_ = 0;
   rate_ = 0;
   sent_total_ = 0;
-  received_total_ = 0;
+  received_total_ = 0;  // no other thread yet: the background thread starts below
   logger()->info("{}: initialized as {} on {} ({} logged messages)", config_.name, resource_name_, local_port_,
                  logged.size());
   progress_->start_background();
@@ -285,7 +289,7 @@ std::optional<Message> Node::Impl::take(int tag) {
   if (it == inbox_.end()) return std::nullopt;
   Message m = std::move(*it);
   inbox_.erase(it);
-  received_total_.fetch_add(1, std::memory_order_relaxed);
+  ++received_total_;
   return m;
 }
 
@@ -322,7 +326,6 @@ std::error_code Node::Impl::send(vp_t dest, int tag, Bytes&& body) {
 }
 
 std::error_code Node::Impl::enqueue(vp_t dest, int tag, Bytes body) {
-  sent_total_.fetch_add(1, std::memory_order_relaxed);
   overlay::packet p;
   p.dest = dest;
   p.tag = tag;
@@ -349,6 +352,7 @@ void Node::Impl::drain_outbox() {
     std::lock_guard lock(outbox_mu_);
     batch.swap(outbox_);
   }
+  sent_total_ += batch.size();
   for (auto& p : batch) overlay_->send(std::move(p));
 }
 
@@ -512,13 +516,7 @@ int Node::Impl::poll() {
 
 std::error_code Node::Impl::finalize(const char* log_out, const std::vector<suspended_interval>& state) {
   if (!running_) return make_error_code(PH_ESTATE);
-  // A migration this node takes part in ends first (both its ends hold locks the other waits on), and so does
-  // every lock_you_first it sent: its sender may still ask for this node's lock. Closing, the node starts
-  // nothing new and grants no lock (docs/migration.md, "Leaving in the middle").
-  progress_->call([&] { migration_->protocol().close(); });
-  if (!drive_migration([&] { return !migration_->protocol().involved(); },
-                       clock::now() + migration_settle_timeout))
-    logger()->warn("{}: finalizing in the middle of a migration", config_.name);
+  if (!settle_migrations()) logger()->warn("{}: finalizing in the middle of a migration", config_.name);
   running_ = false;
   progress_->call([&] {
     drain_outbox();  // what ph_send accepted goes out before the links drain
@@ -556,15 +554,22 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   return result;
 }
 
+// A migration this node takes part in ends first (both its ends hold locks the other waits on), and so does
+// every lock_you_first it sent: its sender may still ask for this node's lock. Closing, the node starts nothing
+// new and grants no lock (docs/migration.md, "Leaving in the middle").
+bool Node::Impl::settle_migrations() {
+  progress_->call([&] { migration_->protocol().close(); });
+  return drive_migration([&] { return !migration_->protocol().involved(); },
+                         clock::now() + migration_settle_timeout);
+}
+
 // Like finalize, after pack gave the state of every interval. Migrations end first (finalize's own wait, done
 // here so that no give or arrival changes the intervals after they were packed); the protocol stays closed.
 std::error_code Node::Impl::suspend(const char* file) {
   if (!running_) return make_error_code(PH_ESTATE);
   if (!file || !*file) return make_error_code(PH_EINVAL);
   if (!pack_) return fail(PH_ESTATE, "suspend needs state handlers (set_state_handlers)");
-  progress_->call([&] { migration_->protocol().close(); });
-  if (!drive_migration([&] { return !migration_->protocol().involved(); },
-                       clock::now() + migration_settle_timeout)) {
+  if (!settle_migrations()) {
     progress_->call([&] { migration_->protocol().reopen(); });
     return fail(PH_ETIMEDOUT, "suspend: a migration this node takes part in did not end");
   }
@@ -623,24 +628,22 @@ std::optional<Node::ControlReply> Node::Impl::control(vp_t node, std::string_vie
                          std::min(deadline, clock::now() + control_route_wait));
   const auto id = progress_->call([&]() -> std::optional<std::uint64_t> {
     if (node != resource_name_ && !overlay_->can_reach(node)) return std::nullopt;
+    const auto call = ++next_control_id_;
+    control_calls_.emplace(call, std::nullopt);
     overlay::packet p;
     p.dest = node;
     p.tag = control_tag;
-    p.body = encode_control({control_packet::kind::request, true, ++next_control_id_, std::string(request)});
+    p.body = encode_control({control_packet::kind::request, true, call, std::string(request)});
     overlay_->send_unbounded(std::move(p));
-    return next_control_id_;
+    return call;
   });
   if (!id) return failed(PH_EUNREACH);
   std::optional<control_packet> reply;
-  progress_->drive_until(
-      [&] {
-        const auto it = control_replies_.find(*id);
-        if (it == control_replies_.end()) return false;
-        reply = std::move(it->second);
-        control_replies_.erase(it);
-        return true;
-      },
-      deadline);
+  progress_->drive_until([&] { return control_calls_.at(*id).has_value(); }, deadline);
+  progress_->call([&] {  // answered or not, the call is over: a late reply finds nobody waiting
+    reply = std::move(control_calls_.at(*id));
+    control_calls_.erase(*id);
+  });
   if (!reply) return failed(PH_ETIMEDOUT);
   if (ec) ec->clear();
   return ControlReply{reply->ok, std::move(reply->text)};
@@ -653,7 +656,8 @@ void Node::Impl::on_control(overlay::packet&& p) {
     return;
   }
   if (c->what == control_packet::kind::reply) {
-    if (c->id <= next_control_id_) control_replies_.emplace(c->id, std::move(*c));
+    const auto call = control_calls_.find(c->id);
+    if (call != control_calls_.end()) call->second = std::move(*c);
     return;
   }
   control_packet reply = answer(c->text, p.source);
@@ -706,17 +710,19 @@ control_packet Node::Impl::answer(const std::string& request, vp_t from) {
 std::string Node::Impl::status_text() {
   const auto s = snapshot();
   const auto now = clock::now();
-  const std::uint64_t total = sent_total_ + received_total_;
+  std::uint64_t received = 0;
+  std::size_t queued = 0;
+  {
+    std::lock_guard lock(inbox_mu_);
+    queued = inbox_.size();
+    received = received_total_;
+  }
+  const std::uint64_t total = sent_total_ + received;
   const double dt = std::chrono::duration<double>(now - rate_since_).count();
   if (dt >= 0.5) {  // per second since the previous status, or since initialize
     rate_ = static_cast<double>(total - rate_base_) / dt;
     rate_base_ = total;
     rate_since_ = now;
-  }
-  std::size_t queued = 0;
-  {
-    std::lock_guard lock(inbox_mu_);
-    queued = inbox_.size();
   }
   std::string state;
   {
@@ -735,9 +741,10 @@ std::string Node::Impl::status_text() {
   std::ostringstream out;
   char rate[32];
   std::snprintf(rate, sizeof rate, "%.1f", rate_);
-  out << "name=" << config_.name << "\nhost=" << host_name() << "\npid=" << ::getpid() << "\nendpoint=" << local_port_
-      << "\nresource=" << resource_name_ << "\nassumed=" << (s.assumed.empty() ? "" : describe(s.assumed)) << "\nqueued=" << queued
-      << "\nwaiting=" << s.waiting_messages << "\nsent=" << sent_total_ << "\nreceived=" << received_total_
+  out << "name=" << config_.name << "\nhost=" << host_name() << "\npid=" << ::getpid()
+      << "\nendpoint=" << local_port_ << "\nresource=" << resource_name_
+      << "\nassumed=" << (s.assumed.empty() ? "" : describe(s.assumed)) << "\nqueued=" << queued
+      << "\nwaiting=" << s.waiting_messages << "\nsent=" << sent_total_ << "\nreceived=" << received
       << "\nrate=" << rate << "\nstate=" << state << "\nlinks=" << links_up << "\npeers=" << peers << "\n";
   return out.str();
 }

@@ -37,8 +37,9 @@ for s in $stages; do
       cmake --build build/asan -j "$jobs" --target sanitizer_tests  # what the labels below run
       # The five longest application runs take 1-2 minutes each at -O0 under ASan: the release stage runs them;
       # here the apps' unit tests (pivoting, migration of records included) and their shorter cluster runs do.
-      ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration|apps' \
-        -E 'raytrace: tiles rendered across|isort: a node joins|lu: a node joins|lu: three processes|spawned raytrace'
+      slow='raytrace: tiles rendered across|isort: a node joins|lu: a node joins|lu: three processes'
+      slow+='|spawned raytrace'
+      ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration|apps' -E "$slow"
       ;;
     tsan)
       stage "TSan build of the runtime tests"

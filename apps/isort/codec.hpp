@@ -4,8 +4,8 @@
 //
 // A message puts its arrays last, after a header written with ByteWriter, and they are copied in bulk
 // (append_u32s, u32s_of) rather than value by value through ByteWriter::u32 and ByteReader::u32, which
-// messages of megabytes of keys, several per iteration, would notice. The migrating state, written once per migration, uses the
-// length-prefixed write_u32s and read_u32s.
+// messages of megabytes of keys, several per iteration, would notice. The migrating state, written once per
+// migration, uses the length-prefixed write_u32s and read_u32s.
 #pragma once
 
 #include <bit>

@@ -26,6 +26,7 @@ std::optional<RunEnd> RunTurns::tick_and_leave(Clock::time_point now) {
     hooks_.tick();
     last_tick_ = now;
   }
+  if (hooks_.keep_interval && hooks_.keep_interval()) return std::nullopt;
   if (!suspend_file_ && hooks_.suspend_to) suspend_file_ = hooks_.suspend_to();
   if (suspend_file_ && now >= next_suspend_) return try_suspend();
   if (!hooks_.leave_now || now < next_leave_ || !hooks_.leave_now()) return std::nullopt;

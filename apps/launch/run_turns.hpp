@@ -22,6 +22,9 @@ struct RunHooks {
   // A file: suspend the node to it (a temporary leave with its state, Node::suspend), then the run ends. Asked
   // every turn; a request is taken once (RunTurns keeps the file while it retries).
   std::function<std::optional<std::string>()> suspend_to;
+  // Optional: true while the node must neither leave nor suspend, because it holds something that is not part
+  // of its state (the run's result, on its way to being reported); the requests wait until it is false.
+  std::function<bool()> keep_interval;
   std::function<void()> tick;                      // called about every tick_interval
   std::function<void(const std::string&)> remark;  // optional: a line for whoever started the process
   std::function<void(const std::string&)> error;   // optional: the same, for a failure that fails the run

@@ -33,12 +33,7 @@ using End = launch::RunEnd;
 End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
   auto hooks = process.run_hooks(node, [&] { return lu.stats().flops; });
   // The node with the result stays: "done" is on its way to it.
-  hooks.leave_now = [&] { return process.leave_requested() && !lu.result(); };
-  const auto suspend_to = hooks.suspend_to;
-  hooks.suspend_to = [&]() -> std::optional<std::string> {
-    if (lu.result()) return std::nullopt;
-    return suspend_to();
-  };
+  hooks.keep_interval = [&] { return lu.result().has_value(); };
   launch::RunTurns turns(node, hooks, leave_attempt, leave_retry_interval, lu_log());
   auto last_poll = Clock::now();
   bool reported = false;

@@ -8,8 +8,8 @@
 //        (raytrace --help says everything)
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
+#include <string>
 
 #include "apps/launch/cluster_cli.hpp"
 #include "apps/launch/spawned_node.hpp"
@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 24));
   cli.add_flag("--no-check", no_check, "do not render sequentially to check the image");
   int width = 0, height = 0, samples = 0;
-  cli.add_option("--width", width, "image width in pixels, instead of the scene's")->check(CLI::Range(1, 16384));
+  cli.add_option("--width", width, "image width in pixels, instead of the scene's")
+      ->check(CLI::Range(1, 16384));
   cli.add_option("--height", height, "image height in pixels, instead of the scene's")
       ->check(CLI::Range(1, 16384));
   cli.add_option("--samples", samples, "N: an NxN grid of rays per pixel, instead of the scene's")
@@ -79,9 +80,8 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto image = raytrace::render_image(scene);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  char expected[64];
-  std::snprintf(expected, sizeof expected, "checksum %016" PRIx64, raytrace::fnv1a_64(image));
-  std::printf("sequential: %s in %.3f s\n", expected, s);
+  const std::string expected = raytrace::checksum_text(image);
+  std::printf("sequential: %s in %.3f s\n", expected.c_str(), s);
   if (outcome.result != expected) {
     std::printf("raytrace: MISMATCH: the parallel image differs from the sequential one\n");
     return 1;

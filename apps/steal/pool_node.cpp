@@ -24,13 +24,7 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
 
   auto hooks = process.run_hooks(node, parts.units);
   // The node with the root's value stays until "done" reaches it: the value is not part of its state.
-  const auto leave_now = hooks.leave_now;
-  const auto suspend_to = hooks.suspend_to;
-  hooks.leave_now = [&] { return !pool.result() && leave_now(); };
-  hooks.suspend_to = [&]() -> std::optional<std::string> {
-    if (pool.result()) return std::nullopt;
-    return suspend_to();
-  };
+  hooks.keep_interval = [&] { return pool.result().has_value(); };
   const auto end = pool.run(hooks);
   process.report_units(parts.units());
   const auto& st = pool.stats();

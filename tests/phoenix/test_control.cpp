@@ -118,7 +118,7 @@ TEST_CASE("control: status, routes and log are answered by the node's runtime, w
   CHECK(field(mine->text, "sent") == "5");
 }
 
-TEST_CASE("control: a bad request is answered with an error, and a name nobody has is unreachable, not a timeout") {
+TEST_CASE("control: a bad request gets an error reply, and a name nobody has is unreachable, not a timeout") {
   pair_of_nodes n;
   auto r = n.a.control(n.b.resource_name(), "reboot", 2s);
   REQUIRE(r);

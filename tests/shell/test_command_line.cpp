@@ -202,7 +202,8 @@ TEST_CASE("split_words: $NAME, ${NAME} and ${NAME:-DEFAULT} expand outside singl
     return std::nullopt;
   };
   auto words = [&](std::string_view line) { return phoenix::shell::split_words(line, env).words; };
-  CHECK(words("spawn raytrace --width $SIZE") == std::vector<std::string>{"spawn", "raytrace", "--width", "640"});
+  CHECK(words("spawn raytrace --width $SIZE") ==
+        std::vector<std::string>{"spawn", "raytrace", "--width", "640"});
   CHECK(words("x${SIZE}y \"a $SIZE b\"") == std::vector<std::string>{"x640y", "a 640 b"});
   CHECK(words("${UNSET:-1280} ${EMPTY:-7} ${SIZE:-1}") == std::vector<std::string>{"1280", "7", "640"});
   CHECK(words("'$SIZE' \\$SIZE \"\\$SIZE\" $ a$") ==
