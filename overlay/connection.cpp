@@ -91,6 +91,7 @@ bool connection::dispatch(frame_view& f) {
     case frame_type::goodbye:
     case frame_type::leaving:
     case frame_type::leaving_ack:
+    case frame_type::goodbye_ack:
       owner_.on_control(*this, f.header.type, f.payload);
       return state_ != state::closed;
     case frame_type::refuse:

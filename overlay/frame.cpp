@@ -17,6 +17,7 @@ bool is_known_frame_type(std::uint8_t t) {
     case frame_type::goodbye:
     case frame_type::leaving:
     case frame_type::leaving_ack:
+    case frame_type::goodbye_ack:
       return true;
   }
   return false;
@@ -34,6 +35,7 @@ const char* to_string(frame_type t) {
     case frame_type::goodbye: return "goodbye";
     case frame_type::leaving: return "leaving";
     case frame_type::leaving_ack: return "leaving_ack";
+    case frame_type::goodbye_ack: return "goodbye_ack";
   }
   return "unknown";
 }

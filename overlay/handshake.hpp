@@ -34,7 +34,7 @@
 
 namespace phoenix::overlay {
 
-inline constexpr std::uint16_t protocol_version = 2;  // 2: the leaving / leaving_ack exchange
+inline constexpr std::uint16_t protocol_version = 3;  // 2: leaving / leaving_ack; 3: goodbye_ack
 
 inline constexpr std::size_t nonce_size_bytes = 32;
 inline constexpr std::size_t mac_size_bytes = 32;  // HMAC-SHA256

@@ -94,4 +94,12 @@ link_session::receipt link_session::on_receive(std::uint64_t seq) {
   return receipt::accept;
 }
 
+bool link_session::holds_only_beyond(std::uint64_t bound) const {
+  for (const auto& s : unacked_)
+    if (s.pkt.dest < bound) return false;
+  for (const auto& p : pending_)
+    if (p.dest < bound) return false;
+  return true;
+}
+
 }  // namespace phoenix::overlay

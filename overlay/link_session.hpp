@@ -63,6 +63,8 @@ class link_session {
   std::size_t unacked_count() const { return unacked_.size(); }
   std::uint64_t bytes_held() const { return bytes_held_; }
   bool is_idle() const { return unacked_.empty() && pending_.empty(); }
+  // Whether every packet held (sent or not) is addressed at or above `bound` (resource names, for bound = L).
+  bool holds_only_beyond(std::uint64_t bound) const;
 
  private:
   std::uint64_t window_bytes_;

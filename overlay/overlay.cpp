@@ -254,8 +254,12 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   // A neighbour that is leaving carries nothing new; a link that comes up while this node leaves is told so.
   if (!nb.leaving) table_.neighbour_up(peer, clock::now());  // a full dump is due at once: it gets the table
   nb.acked_leaving = false;  // a leaving node waits for the answer on this connection, behind what it carries
-  if (leaving_) c->send_control(make_control_frame(frame_type::leaving, {}));
+  if (leaving_) {
+    nb.linked_while_leaving = true;
+    c->send_control(make_control_frame(frame_type::leaving, {}));
+  }
   c->kick();  // resend what the peer did not acknowledge, before anything new
+  if (saying_goodbye_) c->send_goodbye();  // the final ack, which the peer may have missed on a broken link
   routing_changed();
 }
 
@@ -369,6 +373,13 @@ void overlay::on_control(connection& c, frame_type type, std::span<const std::by
       if (!ack || it == neighbours_.end()) return drop(c, "protocol error: bad goodbye");
       if (const auto freed = it->second->session.on_ack(*ack)) account(-static_cast<std::int64_t>(*freed));
       it->second->said_goodbye = true;
+      c.send_control(make_control_frame(frame_type::goodbye_ack, {}));
+      return;
+    }
+    case frame_type::goodbye_ack: {
+      const auto it = neighbours_.find(c.peer());
+      if (it == neighbours_.end() || !saying_goodbye_) return drop(c, "protocol error: unexpected goodbye_ack");
+      it->second->acked_goodbye = true;
       return;
     }
     case frame_type::leaving: {
@@ -550,32 +561,48 @@ void overlay::send_request(node_id to, const route_request& r) {
 // its session to deliver what it holds (resending anything else could duplicate it).
 void overlay::begin_shutdown() {
   leaving_ = true;
-  for (auto& [id, nb] : neighbours_)
-    if (nb->conn && nb->conn->is_up()) nb->conn->send_control(make_control_frame(frame_type::leaving, {}));
+  for (auto& [id, nb] : neighbours_) {
+    if (!nb->conn || !nb->conn->is_up()) continue;
+    nb->linked_while_leaving = true;
+    nb->conn->send_control(make_control_frame(frame_type::leaving, {}));
+  }
 }
 
-bool overlay::is_drained() const {
-  if (!waiting_.empty()) return false;
+bool overlay::is_drained(bool wait_for_resource_names) const {
+  for (const auto& p : waiting_)
+    if (wait_for_resource_names || p.dest < config_.space_size) return false;
   for (const auto& [id, nb] : neighbours_) {
+    const bool link_down = !nb->conn || !nb->conn->is_up();
+    if (!wait_for_resource_names && link_down && nb->session.holds_only_beyond(config_.space_size)) continue;
     if (!nb->session.is_idle()) return false;
     if (nb->conn && nb->conn->is_up() && !nb->acked_leaving) return false;
   }
   return true;
 }
 
-void overlay::say_goodbye_and_close() {
+void overlay::say_goodbye() {
+  saying_goodbye_ = true;
+  // Acknowledge everything received, so the neighbour resends nothing to an incarnation that is gone, and
+  // take nothing more: what the neighbour sends from now on it routes another way when the link closes.
+  for (auto& [id, nb] : neighbours_)
+    if (nb->conn && nb->conn->is_up()) nb->conn->send_goodbye();
+}
+
+// A neighbour linked while this node was leaving may hold unacknowledged packets for it: it must hear the
+// final ack. One whose link was already down before (a crashed or long-gone node) is not waited for.
+bool overlay::is_farewelled() const {
+  for (const auto& [id, nb] : neighbours_)
+    if (nb->linked_while_leaving && !nb->acked_goodbye) return false;
+  return true;
+}
+
+void overlay::stop_linking() {
   shutting_down_ = true;
   if (acceptor_) {
     std::error_code ignored;
     acceptor_->close(ignored);
   }
   for (auto& d : dialers_) d->timer->cancel();
-  for (auto& [id, nb] : neighbours_) {
-    if (!nb->conn || !nb->conn->is_up()) continue;
-    // Acknowledge everything received, so the neighbour resends nothing to an incarnation that is gone, and
-    // take nothing more: what the neighbour sends from now on it routes another way when the link closes.
-    nb->conn->send_goodbye();
-  }
 }
 
 bool overlay::is_quiet() const {

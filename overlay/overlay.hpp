@@ -111,9 +111,19 @@ class overlay final : public connection_owner {
   // (the caller waits for is_drained() with a deadline), say goodbye to every neighbour and close. So a
   // finalizing node drops nothing it was forwarding for others (docs/overlay.md, "Leaving").
   void begin_shutdown();
-  bool is_drained() const;  // every neighbour answered leaving; nothing waits; everything was acknowledged
-  // Then: stop accepting and dialling, say goodbye on every link.
-  void say_goodbye_and_close();
+  // Every neighbour answered leaving, nothing waits for a route and everything was acknowledged. With
+  // wait_for_resource_names false, packets for resource names hold nothing back when they wait for a route or
+  // sit on a link that is down: after a grace, a leaver stops waiting for incarnations that crashed (resource
+  // names are never reused, so no later node can take them). Packets for virtual nodes always count.
+  bool is_drained(bool wait_for_resource_names = true) const;
+  // Then say goodbye: the final ack, after which this node takes no data. Every neighbour linked since
+  // begin_shutdown must answer goodbye_ack (the caller waits for is_farewelled() with a deadline): one whose
+  // link broke is redialled or accepted again and told again, because a neighbour that never hears the final
+  // ack keeps what it sent here for an incarnation that will not come back.
+  void say_goodbye();
+  bool is_farewelled() const;
+  // Then stop accepting and dialling, and wait for is_quiet() before closing.
+  void stop_linking();
   bool is_quiet() const;    // nothing left to write on any link
   std::vector<packet> take_undelivered();  // waiting packets and any still unacknowledged by a neighbour
 
@@ -148,6 +158,8 @@ class overlay final : public connection_owner {
     bool said_goodbye = false;
     bool leaving = false;       // it told us it is finalizing: not a next hop any more
     bool acked_leaving = false;  // we are finalizing, and it answered
+    bool linked_while_leaving = false;  // we are finalizing, and it had a link since: it must hear goodbye
+    bool acked_goodbye = false;         // we said goodbye, and it answered
   };
   struct dialer {
     address target;
@@ -205,7 +217,8 @@ class overlay final : public connection_owner {
   std::atomic<std::uint64_t> held_bytes_{0};
   std::map<std::string, std::chrono::steady_clock::time_point> refusals_warned_;
   bool leaving_ = false;         // begin_shutdown: neighbours are told; links still accepted and redialled
-  bool shutting_down_ = false;  // say_goodbye_and_close: no more accepting or dialling
+  bool saying_goodbye_ = false;  // say_goodbye: every link that comes up hears goodbye at once
+  bool shutting_down_ = false;   // stop_linking: no more accepting or dialling
 };
 
 }  // namespace phoenix::overlay

@@ -1,6 +1,4 @@
 // node.cpp — phoenix::Node: one physical node of the Phoenix model over the overlay.
-#include <phoenix/node.hpp>
-
 #include <openssl/rand.h>
 #include <signal.h>
 #include <spdlog/cfg/env.h>
@@ -9,11 +7,11 @@
 #include <algorithm>
 #include <deque>
 #include <mutex>
+#include <phoenix/config.hpp>
+#include <phoenix/node.hpp>
 #include <random>
 #include <sstream>
 #include <unordered_map>
-
-#include <phoenix/config.hpp>
 
 #include "migration/log.hpp"
 #include "migration/message.hpp"
@@ -25,6 +23,7 @@
 #include "phoenix/message_log.hpp"
 #include "phoenix/migration_driver.hpp"
 #include "phoenix/progress.hpp"
+#include "phoenix/service_access.hpp"
 
 namespace phoenix {
 
@@ -35,7 +34,13 @@ using clock = std::chrono::steady_clock;
 // How long ph_finalize waits for what this node still has to send or forward before writing the rest to
 // its log (paper 3.3: it tries not to log messages meant for other nodes).
 constexpr auto drain_timeout = std::chrono::seconds(5);
-constexpr auto goodbye_timeout = std::chrono::seconds(1);
+// How long a finalizing node waits for packets to resource names that no route or no link reaches: longer than
+// the default redial interval (1 s), so a link merely cut comes back and delivers them.
+constexpr auto crashed_peer_grace = std::chrono::seconds(2);
+// How long it waits for every neighbour to answer goodbye (a link that breaks meanwhile is re-established and
+// told again), then for the last bytes to be written.
+constexpr auto goodbye_timeout = std::chrono::seconds(3);
+constexpr auto quiet_timeout = std::chrono::seconds(1);
 // How long ph_finalize waits for a migration this node takes part in to end. Long: a node that leaves in the
 // middle of an attempt strands its partner, whose lock (or attempt) then waits for an incarnation that is gone
 // (docs/migration.md, "Leaving in the middle").
@@ -64,7 +69,9 @@ std::optional<spdlog::level::level_enum> parse_level(const std::string& s) {
 
 // Every module's logger prints `level` on stderr, unless SPDLOG_LEVEL (e.g. overlay=debug) says otherwise.
 void set_log_levels(spdlog::level::level_enum level) {
-  const std::shared_ptr<spdlog::logger> modules[] = {logger(), overlay::logger(), migration::logger()};
+  // "volpex" is phoenix/volpex/log.hpp's: the Volpex layer, in the same library, follows the node's level.
+  const std::shared_ptr<spdlog::logger> modules[] = {logger(), overlay::logger(), migration::logger(),
+                                                     overlay::module_logger("volpex")};
   std::vector<spdlog::level::level_enum> before;
   for (const auto& l : modules) {
     overlay::set_module_level(*l, level);
@@ -103,9 +110,9 @@ class Node::Impl {
   std::error_code send(vp_t dest, int tag, std::span<const std::byte> data);
   std::error_code send(vp_t dest, int tag, Bytes&& body);
   // The checks of ph_send, and the reservation of room for `size` body bytes among the waiting messages.
-  std::error_code check_send(int tag, std::size_t size, bool null_data) const;
+  std::error_code check_send(int tag, std::size_t size, bool null_data, bool service = false) const;
   std::error_code enqueue(vp_t dest, int tag, Bytes body);  // after check_send
-  std::optional<Message> receive(int tag, clock::time_point deadline);
+  std::optional<Message> receive(int tag, clock::time_point deadline, bool service = false);
   std::optional<Message> take(int tag);
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
@@ -156,9 +163,9 @@ class Node::Impl {
   void drain_outbox();
   std::error_code fail(int code, const std::string& why);
   void deliver(overlay::packet&& p);
-  void on_control(overlay::packet&& p);  // holding the token
+  void on_control(overlay::packet&& p);                          // holding the token
   control_packet answer(const std::string& request, vp_t from);  // holding the token
-  std::string status_text();  // holding the token
+  std::string status_text();                                     // holding the token
   overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
   std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
   void release_and_requeue(Interval s);  // holding the token
@@ -283,9 +290,10 @@ void Node::Impl::deliver(overlay::packet&& p) {
 
 std::optional<Message> Node::Impl::take(int tag) {
   std::lock_guard lock(inbox_mu_);
-  const auto it = tag == any_tag ? inbox_.begin()
-                                 : std::find_if(inbox_.begin(), inbox_.end(),
-                                                [tag](const Message& m) { return m.tag() == tag; });
+  // any_tag takes the oldest application message: services' messages (negative tags) are theirs alone.
+  const auto it = std::find_if(inbox_.begin(), inbox_.end(), [tag](const Message& m) {
+    return tag == any_tag ? m.tag() >= 0 : m.tag() == tag;
+  });
   if (it == inbox_.end()) return std::nullopt;
   Message m = std::move(*it);
   inbox_.erase(it);
@@ -294,8 +302,8 @@ std::optional<Message> Node::Impl::take(int tag) {
 }
 
 // Pending migration steps (pack, unpack) run here too, on the receiving thread, between messages.
-std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline) {
-  if (tag < any_tag) return std::nullopt;
+std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline, bool service) {
+  if (tag < any_tag && !(service && tag <= first_service_tag)) return std::nullopt;
   if (auto m = take(tag)) return m;
   if (!running_) return std::nullopt;
   std::optional<Message> got;
@@ -307,9 +315,10 @@ std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline) 
   }
 }
 
-std::error_code Node::Impl::check_send(int tag, std::size_t size, bool null_data) const {
+std::error_code Node::Impl::check_send(int tag, std::size_t size, bool null_data, bool service) const {
   if (!running_) return make_error_code(PH_ESTATE);
-  if (tag < 0 || (null_data && size > 0)) return make_error_code(PH_EINVAL);
+  if ((tag < 0 && !(service && tag <= first_service_tag)) || (null_data && size > 0))
+    return make_error_code(PH_EINVAL);
   if (size > config_.max_message_bytes) return make_error_code(PH_ETOOBIG);
   if (!overlay_->try_reserve(overlay::packet::footprint_of(size))) return make_error_code(PH_EAGAIN);
   return {};
@@ -522,11 +531,18 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
     drain_outbox();  // what ph_send accepted goes out before the links drain
     overlay_->begin_shutdown();
   });
-  if (!progress_->drive_until([&] { return overlay_->is_drained(); }, clock::now() + drain_timeout))
+  // Everything first; after a grace, no more waiting for incarnations that crashed (overlay::is_drained).
+  const auto drain_deadline = clock::now() + drain_timeout;
+  if (!progress_->drive_until([&] { return overlay_->is_drained(); }, clock::now() + crashed_peer_grace) &&
+      !progress_->drive_until([&] { return overlay_->is_drained(false); }, drain_deadline))
     logger()->warn("{}: links did not drain within {} s; logging what is left", config_.name,
                    drain_timeout.count());
-  progress_->call([&] { overlay_->say_goodbye_and_close(); });
-  progress_->drive_until([&] { return overlay_->is_quiet(); }, clock::now() + goodbye_timeout);
+  progress_->call([&] { overlay_->say_goodbye(); });
+  if (!progress_->drive_until([&] { return overlay_->is_farewelled(); }, clock::now() + goodbye_timeout))
+    logger()->warn("{}: a neighbour did not answer goodbye within {} s; it may keep messages for this node",
+                   config_.name, goodbye_timeout.count());
+  progress_->call([&] { overlay_->stop_linking(); });
+  progress_->drive_until([&] { return overlay_->is_quiet(); }, clock::now() + quiet_timeout);
   progress_->stop_background();
 
   auto undelivered = take_inbox_packets([](vp_t) { return true; });
@@ -580,8 +596,8 @@ std::error_code Node::Impl::suspend(const char* file) {
       // Nothing is lost: what was packed goes back, and the node runs on.
       for (const auto& done : state) unpack_(done.span, done.state);
       progress_->call([&] { migration_->protocol().reopen(); });
-      return fail(PH_ESTATE, "suspend: pack of [" + std::to_string(s.lo) + ", " + std::to_string(s.hi) +
-                                 ") declined");
+      return fail(PH_ESTATE,
+                  "suspend: pack of [" + std::to_string(s.lo) + ", " + std::to_string(s.hi) + ") declined");
     }
     state.push_back({s, std::move(*packed)});
   }
@@ -780,6 +796,25 @@ std::error_code Node::send(vp_t dest, int tag, std::span<const std::byte> data) 
   return impl_->send(dest, tag, data);
 }
 std::error_code Node::send(vp_t dest, int tag, Bytes&& body) { return impl_->send(dest, tag, std::move(body)); }
+
+std::error_code service_access::send(Node& node, vp_t dest, std::int32_t tag, Bytes&& body) {
+  auto& impl = *node.impl_;
+  if (auto ec = impl.check_send(tag, body.size(), false, true)) return ec;
+  return impl.enqueue(dest, tag, std::move(body));
+}
+
+std::optional<Message> service_access::recv_for(Node& node, std::int32_t tag,
+                                                std::chrono::milliseconds timeout) {
+  if (tag > first_service_tag) return std::nullopt;
+  return node.impl_->receive(tag, clock::now() + std::max(timeout, std::chrono::milliseconds(0)), true);
+}
+
+bool service_access::reachable(Node& node, vp_t dest) {
+  auto& impl = *node.impl_;
+  if (!impl.running_) return false;
+  if (dest == impl.resource_name_) return true;
+  return impl.progress_->call([&] { return impl.overlay_->can_reach(dest); });
+}
 
 std::optional<Message> Node::recv(int tag) { return impl_->receive(tag, clock::time_point::max()); }
 std::optional<Message> Node::try_recv(int tag) {

@@ -257,15 +257,17 @@ TEST_CASE("handshake: a reflected HELLO is refused") {
 
 TEST_CASE("handshake: protocol version mismatch is refused on both sides, naming both versions") {
   handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
-  handshake b(key_a, space, rn_b, "beta", nonce_of(2), 3);
+  constexpr std::uint16_t other = protocol_version + 1;
+  handshake b(key_a, space, rn_b, "beta", nonce_of(2), other);
   const auto by_a = a.on_hello(b.hello_payload());
   const auto by_b = b.on_hello(a.hello_payload());
   REQUIRE(by_a.has_value());
   REQUIRE(by_b.has_value());
   CHECK(by_a->reason == refuse_reason::version);
   CHECK(by_b->reason == refuse_reason::version);
-  CHECK(by_a->text == "received protocol version 3, refusing node speaks 2");
-  CHECK(by_b->text == "received protocol version 2, refusing node speaks 3");
+  const auto mine = std::to_string(protocol_version), theirs = std::to_string(other);
+  CHECK(by_a->text == "received protocol version " + theirs + ", refusing node speaks " + mine);
+  CHECK(by_b->text == "received protocol version " + mine + ", refusing node speaks " + theirs);
 }
 
 TEST_CASE("handshake: the version is checked before the rest of the HELLO is parsed") {

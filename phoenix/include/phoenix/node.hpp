@@ -222,6 +222,7 @@ class PH_API Node {
   class Impl;
 
  private:
+  friend struct service_access;  // phoenix's own services (phoenix/service_access.hpp)
   std::unique_ptr<Impl> impl_;
 };
 
