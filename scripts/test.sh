@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
 stages=${STAGES:-"release asan tsan fuzz install"}
-fuzz_seconds=${PHOENIX_FUZZ_SECONDS:-60}
+fuzz_seconds=${PHOENIX_FUZZ_SECONDS:-30}
 
 started=$SECONDS
 stage() { printf '\n==== %s (at %ds) ====\n' "$*" $((SECONDS - started)); }

@@ -25,16 +25,8 @@ int run_node(launch::NodeProcess& process, const NpbClass& c, const SortOptions&
     return 1;
   }
   Sorter sorter(node, c, options);  // sets the state handlers: a resumed node gets its keys and buckets here
-  if (process.first()) {
-    sorter.start();
-    if (auto ec = node.assume({0, node.space_size()})) {
-      process.report_error("assume: " + ec.message());
-      return 1;
-    }
-    process.report_joined(0, node.space_size());
-  } else if (!launch::join_run(process, node)) {
-    return 1;
-  }
+  if (process.first()) sorter.start();  // every key and bucket, on the node about to assume [0, L)
+  if (!launch::enter_space(process, node)) return 1;
 
   auto hooks = process.run_hooks(node, [&] { return sorter.stats().keys_ranked; });
   // The node whose collector has the result does not suspend: it reports the result at the end of its run, and

@@ -233,6 +233,17 @@ bool join_run(NodeProcess& process, Node& node) {
   return true;
 }
 
+bool enter_space(NodeProcess& process, Node& node, const std::function<void()>& start) {
+  if (!process.first()) return join_run(process, node);
+  if (auto ec = node.assume({0, node.space_size()})) {
+    process.report_error("assume: " + ec.message());
+    return false;
+  }
+  process.report_joined(0, node.space_size());
+  if (start) start();
+  return true;
+}
+
 // --- the launcher's side ------------------------------------------------------------------------------------
 
 namespace {

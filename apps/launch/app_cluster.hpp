@@ -128,6 +128,9 @@ using NodeBody = std::function<int(NodeProcess&)>;
 // join's answer from nodes that have gone.
 bool connect_node(NodeProcess& process, Node& node);
 bool join_run(NodeProcess& process, Node& node);
+// How every application's node enters the virtual node space: the first() node assumes all of [0, L), reports
+// it joined and runs `start` (the computation begins there); any other join_run()s. false after report_error.
+bool enter_space(NodeProcess& process, Node& node, const std::function<void()>& start = {});
 
 struct ClusterOutcome {
   bool ok = false;

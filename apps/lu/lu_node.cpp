@@ -77,16 +77,7 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
     return 1;
   }
   Factorization lu(node, problem, *layout);  // sets the state handlers: a resumed node gets its blocks here
-  if (process.first()) {
-    if (auto ec = node.assume({0, node.space_size()})) {
-      process.report_error("assume: " + ec.message());
-      return 1;
-    }
-    process.report_joined(0, node.space_size());
-    lu.start();
-  } else if (!launch::join_run(process, node)) {
-    return 1;
-  }
+  if (!launch::enter_space(process, node, [&] { lu.start(); })) return 1;
 
   const End end = run(node, lu, process);
   report_stats(process, lu.stats());

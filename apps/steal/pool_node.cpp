@@ -11,16 +11,7 @@ int run_pool_node(launch::NodeProcess& process, const PoolNodeParts& parts) {
   if (!launch::connect_node(process, node)) return 1;
   TaskPool pool(node, *parts.app,
                 parts.options);  // sets the state handlers: a resumed node gets its state here
-  if (process.first()) {
-    if (auto ec = node.assume({0, node.space_size()})) {
-      process.report_error("assume: " + ec.message());
-      return 1;
-    }
-    process.report_joined(0, node.space_size());
-    pool.start(parts.root_task);
-  } else if (!launch::join_run(process, node)) {
-    return 1;
-  }
+  if (!launch::enter_space(process, node, [&] { pool.start(parts.root_task); })) return 1;
 
   auto hooks = process.run_hooks(node, parts.units);
   // The node with the root's value stays until "done" reaches it: the value is not part of its state.
