@@ -41,6 +41,7 @@ extern "C" const char* ph_strerror(int code) {
     case PH_ENOTSUP: return "not supported by this build";
     case PH_EBUSY: return "the migration attempt ended without moving anything: try again";
     case PH_EUNREACH: return "no route to that node";
+    case PH_ELOST: return "the dataspace's read log no longer holds this replica's answer";
     default: return code > 0 ? "success (a count)" : "unknown error";
   }
 }

@@ -11,6 +11,7 @@ packages=(
   doctest-dev                                        # tests
   libcli11-dev                                       # command lines of the apps
   libedit-dev graphviz                               # the shell phsh: line editing; its `dot --png`
+  libxxhash-dev                                      # Volpex: the hash that places tags on virtual nodes
   libopenblas-dev liblapacke-dev                     # block updates and panel factorisation of apps/lu
   clang libclang-rt-14-dev                           # libFuzzer harnesses and sanitizer runtimes
   openssh-server openssh-client                      # ssh:// link tests run a private sshd

@@ -44,6 +44,7 @@ typedef struct ph_msg ph_msg_t;              /* opaque; the caller frees it with
 #define PH_ENOTSUP (-12)     /* not supported by this build (e.g. an address scheme)               */
 #define PH_EBUSY (-13)       /* a migration attempt ended without moving anything (lock taken, ...)  */
 #define PH_EUNREACH (-14)    /* no route to that node (a resource name nobody has)                 */
+#define PH_ELOST (-15)       /* Volpex: a replica's call whose answer the read log no longer holds  */
 
 /* lifecycle (paper 3.3) */
 PH_API int ph_initialize(const char *port, const char *log_in);

@@ -1,0 +1,603 @@
+#include "phoenix/volpex/communicator.hpp"
+
+#include <signal.h>
+
+#include <cstring>
+#include <string>
+
+#include "phoenix/volpex/log.hpp"
+
+namespace phoenix::volpex {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr auto answer_slice = 20ms;   // how long recv waits for an answer before looking after its target
+constexpr auto housekeeping = 100ms;  // how often the serving thread trims and looks for dead receivers
+constexpr auto ping_wait = 200ms;     // hybrid selection: how long the pings of a rank's replicas are awaited
+
+void set(std::error_code* ec, std::error_code value) {
+  if (ec) *ec = value;
+}
+
+// Names in the dataspace that no application tag can take: they start with a byte 0x01.
+std::string directory_tag(rank_id r, replica_index j) {
+  return "\x01vmpi/dir/" + std::to_string(r) + "/" + std::to_string(j);
+}
+
+std::string decision_tag(rank_id r, std::uint64_t n) {
+  return "\x01vmpi/any/" + std::to_string(r) + "/" + std::to_string(n);
+}
+
+Bytes u64_bytes(std::uint64_t v) {
+  Bytes b(8);
+  std::memcpy(b.data(), &v, 8);
+  return b;
+}
+
+Bytes choice_bytes(rank_id s, std::int32_t tag) {
+  Bytes b(8);
+  std::memcpy(b.data(), &s, 4);
+  std::memcpy(b.data() + 4, &tag, 4);
+  return b;
+}
+
+}  // namespace
+
+communicator::communicator(Node& node, client& dataspace, comm_options o)
+    : node_(node),
+      dataspace_(dataspace),
+      options_(o),
+      log_(sender_log::options{o.log_capacity_bytes, std::max(1u, o.replicas)}) {}
+
+communicator::~communicator() {
+  stop_ = true;
+  if (serving_.joinable()) serving_.join();
+}
+
+std::error_code communicator::start(std::chrono::milliseconds timeout) {
+  if (options_.rank >= options_.ranks || options_.replicas == 0) return make_error_code(PH_EINVAL);
+  std::error_code ec;
+  const auto mine = u64_bytes(node_.resource_name());
+  const auto in_effect = dataspace_.decide(directory_tag(options_.rank, options_.replica), mine, &ec, timeout);
+  if (!in_effect) return ec;
+  if (*in_effect != mine) {
+    // Another incarnation registered as this replica: two processes claiming one replica would serve diverging
+    // logs under one name. A restarted replica takes a new index.
+    logger()->error("replica {} of rank {} is registered already, by another process", options_.replica,
+                    options_.rank);
+    return make_error_code(PH_ESTATE);
+  }
+  serving_ = std::thread([this] { serve_loop(); });
+  return {};
+}
+
+// --- sending and serving ------------------------------------------------------------------------------------
+
+std::error_code communicator::send(rank_id dst, std::int32_t tag, std::span<const std::byte> data) {
+  if (dst >= options_.ranks || tag < 0) return make_error_code(PH_EINVAL);
+  std::lock_guard lock(mu_);
+  log_.append(dst, tag, make_object(Bytes(data.begin(), data.end())));
+  ++stats_.sent;
+  answer_pending(dst);
+  trim_log();  // at once, not at the next housekeeping: the capacity bounds what the log holds at any time
+  return {};
+}
+
+// Drops what no live receiver replica needs and, past the capacity, the oldest entries. Holds mu_.
+void communicator::trim_log() {
+  for (const auto& [r, j] : log_.trim())
+    logger()->warn("replica {} of rank {} fell behind the full sender log: it will get an error", j, r);
+}
+
+void communicator::post(vp_t to, const comm_answer& a) {
+  // An answer may not be dropped: the receiver would wait for it. Back-pressure is waited out.
+  Bytes body = encode(a);
+  for (int tries = 0; tries < 30000; ++tries) {
+    const auto ec = service_access::send(node_, to, comm_answer_tag, std::move(body));
+    if (!ec) return;
+    if (ec != make_error_code(PH_EAGAIN)) {
+      logger()->warn("answer to {} not sent: {}", to, ec.message());
+      return;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  logger()->error("answer to {} not sent: the node's send buffer stayed full", to);
+}
+
+// Answers r from the lookup; false when the message is not there yet (r waits).
+bool communicator::answer_lookup(const comm_request& r, const sender_log::lookup_result& res) {
+  comm_answer a;
+  a.id = r.id;
+  a.source = options_.rank;
+  a.source_replica = options_.replica;
+  a.tag = res.tag;
+  a.ts = res.ts;
+  a.latest = res.latest;
+  switch (res.result) {
+    case sender_log::status::found:
+      a.what = comm_answer::kind::data;
+      a.body = res.body;
+      ++stats_.served;
+      if (!options_.sender_log) forget(r.receiver, res.tag, res.ts);
+      if (options_.crash_on_serve != 0 && stats_.served == options_.crash_on_serve) {
+        logger()->warn("crash point serve:{} reached: killing this process", options_.crash_on_serve);
+        ::raise(SIGKILL);
+      }
+      break;
+    case sender_log::status::not_yet:
+      if (r.what == comm_request::kind::pull) {
+        a.what = comm_answer::kind::not_yet;  // tells the receiver's selection this replica lags
+        a.tag = r.tag;
+        a.ts = r.ts;
+        post(r.reply_to, a);
+      }
+      return false;
+    case sender_log::status::trimmed:
+      a.what = comm_answer::kind::trimmed;
+      break;
+    case sender_log::status::fallen_behind:
+      a.what = comm_answer::kind::fallen_behind;
+      break;
+  }
+  post(r.reply_to, a);
+  return true;
+}
+
+void communicator::handle(const comm_request& r) {
+  const auto who = std::make_pair(r.receiver, r.receiver_replica);
+  std::lock_guard lock(mu_);
+  receivers_[who].name = r.reply_to;
+  switch (r.what) {
+    case comm_request::kind::pull:
+      if (!answer_lookup(r, log_.lookup(r.receiver, r.receiver_replica, r.tag, r.ts))) pending_[who] = r;
+      return;
+    case comm_request::kind::probe: {
+      const std::map<std::int32_t, timestamp> consumed(r.consumed.begin(), r.consumed.end());
+      if (!answer_lookup(r, log_.first_unconsumed(r.receiver, r.receiver_replica, consumed, r.tag)))
+        pending_[who] = r;
+      return;
+    }
+    case comm_request::kind::progress:
+      for (const auto& [tag, ts] : r.consumed) {
+        log_.note_consumed(r.receiver, r.receiver_replica, tag, ts);
+        if (!options_.sender_log) forget(r.receiver, tag, ts);
+      }
+      return;
+    case comm_request::kind::ping: {
+      comm_answer a;
+      a.what = comm_answer::kind::pong;
+      a.id = r.id;
+      a.source = options_.rank;
+      a.source_replica = options_.replica;
+      post(r.reply_to, a);
+      return;
+    }
+  }
+}
+
+// Without sender-based logging (comm_options::sender_log false): a message one replica of the receiver took,
+// here or (by its progress report) from another replica of this rank, counts as taken by all of them, so it is
+// dropped at once. Holds mu_.
+void communicator::forget(rank_id dst, std::int32_t tag, timestamp ts) {
+  for (replica_index j = 0; j < options_.replicas; ++j) log_.note_consumed(dst, j, tag, ts);
+  trim_log();
+}
+
+// After a send to dst: the pulls and probes of dst's replicas that waited for it. Holds mu_.
+void communicator::answer_pending(rank_id dst) {
+  for (auto it = pending_.lower_bound({dst, 0}); it != pending_.end() && it->first.first == dst;) {
+    const comm_request& r = it->second;
+    sender_log::lookup_result res;
+    if (r.what == comm_request::kind::pull) {
+      res = log_.lookup(r.receiver, r.receiver_replica, r.tag, r.ts);
+    } else {
+      const std::map<std::int32_t, timestamp> consumed(r.consumed.begin(), r.consumed.end());
+      res = log_.first_unconsumed(r.receiver, r.receiver_replica, consumed, r.tag);
+    }
+    // A pull still not there was told "not yet" when it came: no second notice.
+    if (res.result == sender_log::status::not_yet) {
+      ++it;
+      continue;
+    }
+    answer_lookup(r, res);
+    it = pending_.erase(it);
+  }
+}
+
+void communicator::serve_loop() {
+  auto next_housekeeping = clock::now() + housekeeping;
+  while (!stop_) {
+    if (auto m = service_access::recv_for(node_, comm_request_tag, answer_slice)) {
+      if (auto r = decode_comm_request(m->bytes())) {
+        handle(*r);
+      } else {
+        logger()->warn("malformed message-passing request from {} ({} bytes): dropped", m->source(), m->size());
+      }
+    }
+    if (clock::now() >= next_housekeeping) {
+      look_after_receivers();
+      next_housekeeping = clock::now() + housekeeping;
+    }
+  }
+}
+
+// Receivers that lost their routes for dead_after are dead: they hold nothing back in the log any more.
+void communicator::look_after_receivers() {
+  std::vector<std::pair<std::pair<rank_id, replica_index>, vp_t>> known;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [who, r] : receivers_)
+      if (!log_.is_dead(who.first, who.second)) known.emplace_back(who, r.name);
+  }
+  std::vector<std::pair<rank_id, replica_index>> dead;
+  const auto now = clock::now();
+  for (const auto& [who, name] : known) {
+    const bool up = service_access::reachable(node_, name);
+    std::lock_guard lock(mu_);
+    auto& since = receivers_[who].unreachable_since;
+    if (up) {
+      since.reset();
+    } else if (!since) {
+      since = now;
+    } else if (now - *since >= options_.dead_after) {
+      dead.push_back(who);
+    }
+  }
+  std::lock_guard lock(mu_);
+  for (const auto& [r, j] : dead) {
+    logger()->info("replica {} of rank {} is gone: it no longer holds back the log", j, r);
+    log_.mark_dead(r, j);
+    pending_.erase({r, j});
+  }
+  trim_log();
+}
+
+// --- receiving ----------------------------------------------------------------------------------------------
+
+comm_request communicator::request_to(rank_id s, comm_request::kind what) const {
+  comm_request r;
+  r.what = what;
+  r.source = s;
+  r.receiver = options_.rank;
+  r.receiver_replica = options_.replica;
+  r.reply_to = node_.resource_name();
+  return r;
+}
+
+communicator::source_state& communicator::state_of(rank_id s) {
+  auto it = sources_.find(s);
+  if (it == sources_.end())
+    it = sources_
+             .emplace(s, source_state(target_selector(options_.selection, options_.replica, options_.replicas)))
+             .first;
+  return it->second;
+}
+
+// Looks up the resource names of the replicas of s not known yet; hybrid selection pings them once all are
+// known.
+void communicator::resolve(source_state& st, rank_id s) {
+  const auto now = clock::now();
+  for (replica_index j = 0; j < options_.replicas; ++j) {
+    if (st.names.contains(j) || !st.selector.alive(j)) continue;
+    std::error_code ec;
+    const auto name = dataspace_.decide(directory_tag(s, j), {}, &ec, 10s);
+    if (name && name->size() == 8) {
+      std::uint64_t v = 0;
+      std::memcpy(&v, name->data(), 8);
+      st.names[j] = v;
+      st.unresolved_since.erase(j);
+      continue;
+    }
+    const auto since = st.unresolved_since.emplace(j, now).first->second;
+    if (now - since >= options_.dead_after * 5) {
+      logger()->info("replica {} of rank {} never registered: given up", j, s);
+      st.selector.on_dead(j);
+    }
+  }
+  if (options_.selection.policy != selection::hybrid || st.pinged || st.names.size() < options_.replicas)
+    return;
+  st.pinged = true;
+  std::map<std::uint64_t, std::pair<replica_index, clock::time_point>> pings;
+  for (const auto& [j, name] : st.names) {
+    comm_request r = request_to(s, comm_request::kind::ping);
+    r.id = next_request_++;
+    pings[r.id] = {j, clock::now()};
+    service_access::send(node_, name, comm_request_tag, encode(r));
+  }
+  const auto until = clock::now() + ping_wait;
+  while (!pings.empty() && clock::now() < until) {
+    auto m = service_access::recv_for(node_, comm_answer_tag, answer_slice);
+    if (!m) continue;
+    const auto a = decode_comm_answer(m->bytes());
+    if (!a || a->what != comm_answer::kind::pong) continue;  // a late answer to an abandoned request
+    const auto it = pings.find(a->id);
+    if (it == pings.end()) continue;
+    st.selector.on_ping(it->second.first, clock::now() - it->second.second);
+    pings.erase(it);
+  }
+}
+
+// The policy's choice, unless it is refused for this message or not resolvable: then any other live replica.
+std::optional<replica_index> communicator::pick(source_state& st, rank_id s,
+                                                const std::set<replica_index>& refused) {
+  resolve(st, s);
+  if (const auto j = st.selector.choose(); j && !refused.contains(*j) && st.names.contains(*j)) return j;
+  for (const auto& [j, name] : st.names)
+    if (st.selector.alive(j) && !refused.contains(j)) return j;
+  return std::nullopt;
+}
+
+bool communicator::issue(attempt& a, comm_request r) {
+  auto& st = state_of(a.source);
+  a.target = pick(st, a.source, a.refused);
+  if (!a.target) return false;
+  r.id = a.id = next_request_++;
+  a.sent = clock::now();
+  const auto ec = service_access::send(node_, st.names.at(*a.target), comm_request_tag, encode(r));
+  if (ec) logger()->warn("request to replica {} of rank {} not sent: {}", *a.target, a.source, ec.message());
+  std::lock_guard lock(mu_);
+  ++stats_.requests;
+  return true;
+}
+
+// While waiting: the policy hears how long, and a target without routes for dead_after is dead.
+void communicator::watch_target(attempt& a, source_state& st) {
+  if (!a.target) return;
+  const auto now = clock::now();
+  st.selector.on_waiting(*a.target, now - a.sent);
+  const auto j = *a.target;
+  if (!st.selector.alive(j)) {  // found dead meanwhile, by another attempt
+    a.target.reset();
+    return;
+  }
+  if (service_access::reachable(node_, st.names.at(j))) {
+    st.unreachable_since.erase(j);
+    return;
+  }
+  const auto since = st.unreachable_since.emplace(j, now).first->second;
+  if (now - since < options_.dead_after) return;
+  logger()->info("replica {} of rank {} is gone: asking another", j, a.source);
+  st.selector.on_dead(j);
+  a.target.reset();  // its answer, if one still comes, is taken all the same (recv_from)
+  std::lock_guard lock(mu_);
+  ++stats_.dead_detected;
+}
+
+// Every live replica of the source answered this attempt trimmed or fallen behind: this replica lagged too far.
+// A replica not registered yet may still hold the message, and counts as live until resolve() gives it up.
+bool communicator::all_refused(source_state& st, const attempt& a) const {
+  if (a.refused.empty()) return false;
+  for (replica_index j = 0; j < options_.replicas; ++j)
+    if (st.selector.alive(j) && !a.refused.contains(j)) return false;
+  for (const auto& [j, name] : st.names)
+    if (st.selector.alive(j) && !a.refused.contains(j)) return false;
+  return true;
+}
+
+// Whether the policy now prefers another replica that can be asked: registered and not refused. A preferred
+// replica not registered yet is no reason to ask again (each new request would make the answers to the
+// previous one stale).
+bool communicator::wants_switch(source_state& st, const attempt& a) const {
+  const auto c = st.selector.choose();
+  return a.target && c && *c != *a.target && st.names.contains(*c) && !a.refused.contains(*c);
+}
+
+std::optional<communicator::received> communicator::recv(int source, std::int32_t tag, std::error_code* ec,
+                                                         std::chrono::milliseconds timeout) {
+  if (source < any_source || source >= static_cast<int>(options_.ranks) || tag < any_tag) {
+    set(ec, make_error_code(PH_EINVAL));
+    return std::nullopt;
+  }
+  const auto deadline = clock::now() + timeout;
+  if (source == any_source || tag == any_tag) return recv_wildcard(source, tag, ec, deadline);
+  return recv_from(static_cast<rank_id>(source), tag, ec, deadline);
+}
+
+void communicator::note_received(rank_id s, source_state& st, std::int32_t tag, timestamp ts) {
+  st.consumed[tag] = ts;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.received;
+  }
+  if (++st.received % options_.progress_every == 0) report_progress(s, st);
+}
+
+// Tells every known replica of s how far this replica consumed its streams, so their logs can let go.
+void communicator::report_progress(rank_id s, source_state& st) {
+  comm_request r = request_to(s, comm_request::kind::progress);
+  r.consumed.assign(st.consumed.begin(), st.consumed.end());
+  const Bytes body = encode(r);
+  // Not to a replica without a route: it died (only a target's death is noticed by the selection), and the
+  // report would wait in the overlay for nobody.
+  for (const auto& [j, name] : st.names)
+    if (st.selector.alive(j) && service_access::reachable(node_, name))
+      service_access::send(node_, name, comm_request_tag, Bytes(body));
+}
+
+std::optional<communicator::received> communicator::recv_from(rank_id s, std::int32_t tag, std::error_code* ec,
+                                                              clock::time_point deadline) {
+  auto& st = state_of(s);
+  const timestamp ts = st.consumed[tag] + 1;
+  comm_request pull = request_to(s, comm_request::kind::pull);
+  pull.tag = tag;
+  pull.ts = ts;
+  attempt a;
+  a.source = s;
+  for (;;) {
+    if (!a.target && !issue(a, pull)) {
+      if (!st.selector.choose()) {
+        set(ec, make_error_code(PH_EUNREACH));  // every replica of s is gone: the computation cannot go on
+        return std::nullopt;
+      }
+      if (all_refused(st, a)) {
+        set(ec, make_error_code(PH_ELOST));  // every live replica refused: this replica lagged too far
+        return std::nullopt;
+      }
+      // A replica of s not registered yet, which may still hold the message: wait for it (up to 5 dead_after,
+      // then it counts as dead).
+    }
+    if (clock::now() >= deadline) {
+      set(ec, make_error_code(PH_ETIMEDOUT));
+      return std::nullopt;
+    }
+    auto m = service_access::recv_for(node_, comm_answer_tag, answer_slice);
+    if (m) {
+      const auto ans = decode_comm_answer(m->bytes());
+      if (!ans) continue;
+      // Any replica's copy of this very message will do: they are identical (deterministic replicas).
+      if (ans->what == comm_answer::kind::data && ans->source == s && ans->tag == tag && ans->ts == ts) {
+        st.selector.on_answer(ans->source_replica, ans->body ? ans->body->size() : 0, clock::now() - a.sent,
+                              ans->latest, ts);
+        note_received(s, st, tag, ts);
+        set(ec, {});
+        return received{s, tag, ans->body ? Bytes(*ans->body) : Bytes()};
+      }
+      if (ans->id != a.id || !a.target) continue;  // for an earlier request
+      if (ans->what == comm_answer::kind::not_yet) {
+        std::lock_guard lock(mu_);
+        ++stats_.not_yet;
+      }
+      if (ans->what == comm_answer::kind::not_yet) st.selector.on_not_yet(ans->source_replica, ans->latest, ts);
+      if (ans->what == comm_answer::kind::trimmed || ans->what == comm_answer::kind::fallen_behind) {
+        a.refused.insert(*a.target);
+        a.target.reset();
+        continue;
+      }
+    } else {
+      watch_target(a, st);
+    }
+    if (wants_switch(st, a)) {
+      std::lock_guard lock(mu_);
+      ++stats_.reissued;
+      ++stats_.switches;
+      a.target.reset();  // the policy moved on: ask its new choice (the old may still answer; either will do)
+    }
+  }
+}
+
+std::optional<std::pair<rank_id, std::int32_t>> communicator::decided(const std::string& tag,
+                                                                      std::span<const std::byte> proposal,
+                                                                      std::error_code* ec) {
+  const auto v = dataspace_.decide(tag, proposal, ec, 30s);
+  if (!v || v->size() != 8) return std::nullopt;
+  rank_id s = 0;
+  std::int32_t t = 0;
+  std::memcpy(&s, v->data(), 4);
+  std::memcpy(&t, v->data() + 4, 4);
+  return std::make_pair(s, t);
+}
+
+// Probes the candidate sources for the first message that matches; the first found is proposed as this
+// wildcard receive's choice, and whatever was decided (by this replica or another of the rank) is received.
+std::optional<communicator::received> communicator::recv_wildcard(int source, std::int32_t tag,
+                                                                  std::error_code* ec,
+                                                                  clock::time_point deadline) {
+  const auto name = decision_tag(options_.rank, ++wildcards_);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.wildcards;
+  }
+  std::error_code dec;
+  if (auto d = decided(name, {}, &dec)) {
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.wildcards_decided_elsewhere;
+    }
+    return recv_from(d->first, d->second, ec, deadline);
+  }
+  if (dec) {
+    set(ec, dec);
+    return std::nullopt;
+  }
+  std::map<rank_id, attempt> probes;
+  const auto probe = [&](rank_id s) {
+    auto& st = state_of(s);
+    comm_request r = request_to(s, comm_request::kind::probe);
+    r.tag = tag;
+    r.consumed.assign(st.consumed.begin(), st.consumed.end());
+    attempt& a = probes[s];
+    a.source = s;
+    issue(a, r);
+  };
+  for (rank_id s = 0; s < options_.ranks; ++s)
+    if (source == any_source || static_cast<int>(s) == source) probe(s);
+  auto next_look = clock::now() + 200ms;
+  while (clock::now() < deadline) {
+    auto m = service_access::recv_for(node_, comm_answer_tag, answer_slice);
+    if (m) {
+      const auto ans = decode_comm_answer(m->bytes());
+      if (!ans) continue;
+      const auto it = probes.find(ans->source);
+      if (it == probes.end() || it->second.id != ans->id) continue;
+      auto& st = state_of(ans->source);
+      if (ans->what == comm_answer::kind::trimmed || ans->what == comm_answer::kind::fallen_behind) {
+        attempt& a = it->second;  // that replica no longer has what this one needs: ask another
+        if (a.target) a.refused.insert(*a.target);
+        a.target.reset();
+        probe(ans->source);
+        continue;
+      }
+      if (ans->what != comm_answer::kind::data) continue;
+      if (ans->ts != st.consumed[ans->tag] + 1) continue;  // not this replica's next on that stream
+      const auto choice = decided(name, choice_bytes(ans->source, ans->tag), &dec);
+      if (!choice) break;
+      if (*choice != std::make_pair(ans->source, ans->tag))
+        return recv_from(choice->first, choice->second, ec, deadline);
+      note_received(ans->source, st, ans->tag, ans->ts);
+      set(ec, {});
+      return received{ans->source, ans->tag, ans->body ? Bytes(*ans->body) : Bytes()};
+    }
+    for (auto& [s, a] : probes) {
+      auto& st = state_of(s);
+      watch_target(a, st);
+      if (!a.target || wants_switch(st, a)) probe(s);
+      // Every live replica of s refused: the next message from s that this replica should see is gone (a
+      // sender keeps it while this replica lives and keeps up), so no receive from s can be right any more.
+      if (!a.target && all_refused(st, a)) {
+        set(ec, make_error_code(PH_ELOST));
+        return std::nullopt;
+      }
+    }
+    if (clock::now() >= next_look) {  // another replica of this rank may have decided meanwhile
+      if (auto d = decided(name, {}, &dec)) return recv_from(d->first, d->second, ec, deadline);
+      next_look = clock::now() + 200ms;
+    }
+  }
+  set(ec, dec ? dec : make_error_code(PH_ETIMEDOUT));
+  return std::nullopt;
+}
+
+std::error_code communicator::finish(std::chrono::milliseconds linger) {
+  for (auto& [s, st] : sources_) report_progress(s, st);
+  const auto until = clock::now() + linger;
+  while (clock::now() < until) {
+    {
+      std::lock_guard lock(mu_);
+      trim_log();
+      if (log_.drained()) break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  stop_ = true;
+  if (serving_.joinable()) serving_.join();
+  std::lock_guard lock(mu_);
+  if (!log_.drained()) {
+    logger()->warn("finished with {} messages still logged for replicas that did not take them",
+                   log_.statistics().entries);
+    return make_error_code(PH_ETIMEDOUT);
+  }
+  return {};
+}
+
+communicator::stats communicator::statistics() const {
+  std::lock_guard lock(mu_);
+  stats s = stats_;
+  s.log = log_.statistics();
+  for (const auto& [r, st] : sources_) s.switches += st.selector.switches();
+  return s;
+}
+
+}  // namespace phoenix::volpex
