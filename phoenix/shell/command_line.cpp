@@ -11,8 +11,9 @@ namespace phoenix::shell {
 namespace {
 
 const std::vector<CommandInfo> commands = {
-    {"spawn", "spawn [-n N] [--host [USER@]HOST] [--via ssh://GATEWAY] [--port P] APP [ARGS...]",
-     "start N node processes of APP, one after the other; each joins the computation"},
+    {"spawn", "spawn [-n N] [--replicas K] [--host [USER@]HOST[,HOST...]] [--via ssh://GATEWAY] [--port P] APP [ARGS...]",
+     "start N node processes of APP, one after the other; each joins the computation (--replicas: N Volpex "
+     "processes of K replicas each)"},
     {"leave", "leave NODE...", "permanent leave: the node hands its virtual nodes and state on, then exits"},
     {"suspend", "suspend NODE", "temporary leave: the node saves its virtual nodes and state to a file, exits"},
     {"resume", "resume NODE [--port P] [--host [USER@]HOST] [--via ssh://GATEWAY]",
@@ -53,7 +54,13 @@ std::unique_ptr<CLI::App> make_parser(const std::string& name, Command& c) {
         ->required();
   };
   if (name == "spawn") {
-    app->add_option("-n", c.count, "how many node processes")->check(CLI::Range(1, 256));
+    app->add_option("-n", c.count, "how many node processes (with --replicas: Volpex processes)")
+        ->check(CLI::Range(1, 256));
+    app->add_option("--replicas", c.replicas,
+                    "start each of the N processes as K replicas of a Volpex application (phoenix/volpex.h), "
+                    "beside nodes that serve the dataspace (spawn volpex_server); with several --host, the "
+                    "replicas of a process go to different hosts where there are enough")
+        ->check(CLI::Range(1, 16));
     placement();
     timeout("seconds to wait for each node's port and join (default 60)");
     app->prefix_command();  // APP and everything after it belong to the application

@@ -41,7 +41,8 @@ struct Command {
   std::string name;                // "spawn", "leave", ... (empty for a line with no words)
   std::vector<std::string> nodes;  // leave, suspend, resume, kill, routes, log: node names
   int count = 1;                   // spawn -n
-  std::string host;                // spawn, resume --host [USER@]HOST
+  int replicas = 0;                // spawn --replicas K: -n Volpex processes of K replicas each (0: plain nodes)
+  std::string host;                // spawn, resume --host [USER@]HOST (spawn: HOST,HOST,... in turn)
   std::string via;                 // spawn, resume --via ssh://[USER@]GATEWAY[:PORT]
   int port = 0;                    // spawn, resume --port (0: any)
   std::string app;                 // spawn

@@ -87,13 +87,14 @@ void Session::spawn(const Command& c) {
   // Joined to a running overlay with --connect: its routes may not have arrived yet, and a second node
   // assuming all of [0, L) would be a disaster. Give them a moment.
   if (first && !options_.connect.empty()) first = !wait_until([&] { return !overlay_is_empty(); }, 5.0);
+  if (c.replicas > 0) return spawn_replicas(c, *program, first, timeout_s);
   std::vector<std::size_t> started;
   for (int k = 0; k < c.count; ++k) {
     NodeRecord r;
     r.name = next_name();
     r.app = *program;
     r.args = c.args;
-    r.host = c.host;
+    r.host = placement_host(c.host, k, 0, 0);
     r.via = c.via;
     records_.push_back(std::move(r));
     const std::size_t index = records_.size() - 1;
@@ -101,6 +102,34 @@ void Session::spawn(const Command& c) {
     first = false;
     started.push_back(index);
     await_port(index, timeout_s);  // the next one links to this one too
+  }
+  await_joined(started, timeout_s);
+}
+
+// -n Volpex processes of --replicas K each (phoenix/volpex.h): plain processes of the overlay that assume
+// nothing and call the dataspace served by the nodes already there. Replica r of every process is started
+// before replica r + 1 of any, so a computation starts with one replica of each as early as possible.
+void Session::spawn_replicas(const Command& c, const std::string& program, bool overlay_empty, double timeout_s) {
+  if (overlay_empty)
+    throw CommandError("spawn --replicas: no node serves the dataspace yet (spawn volpex_server first)");
+  std::vector<std::size_t> started;
+  for (int replica = 0; replica < c.replicas; ++replica) {
+    for (int process = 0; process < c.count; ++process) {
+      NodeRecord r;
+      r.name = next_name();
+      r.app = program;
+      r.args = c.args;
+      r.host = placement_host(c.host, process, replica, c.replicas);
+      r.via = c.via;
+      r.extra_env = {"VOLPEX_PROC_ID=" + std::to_string(process), "VOLPEX_NUM_PROCS=" + std::to_string(c.count),
+                     "VOLPEX_REPLICA=" + std::to_string(replica),
+                     "VOLPEX_REPLICAS=" + std::to_string(c.replicas)};
+      records_.push_back(std::move(r));
+      const std::size_t index = records_.size() - 1;
+      launch(index, "replica", c.port ? c.port + static_cast<int>(started.size()) : 0);
+      started.push_back(index);
+      await_port(index, timeout_s);
+    }
   }
   await_joined(started, timeout_s);
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -83,7 +84,20 @@ std::vector<std::string> node_environment(const NodeEnvironment& e) {
       "PHSH_ROLE=" + e.role,
   };
   if (!e.resume_file.empty()) out.push_back("PHSH_RESUME_FILE=" + e.resume_file);
+  out.insert(out.end(), e.extra.begin(), e.extra.end());
   return out;
+}
+
+std::string placement_host(const std::string& hosts, int process, int replica, int replicas) {
+  std::vector<std::string> list;
+  for (std::size_t start = 0; start <= hosts.size();) {
+    const auto comma = std::min(hosts.find(',', start), hosts.size());
+    if (comma > start) list.push_back(hosts.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (list.empty()) return "";
+  const int slot = replicas > 0 ? process * replicas + replica : process;
+  return list[static_cast<std::size_t>(slot) % list.size()];
 }
 
 std::vector<std::string> ssh_argv(const std::vector<std::string>& ssh_command, const std::string& host,

@@ -37,7 +37,14 @@ struct NodeEnvironment {
   std::uint64_t space_size = 0;    // PHOENIX_SPACE_SIZE
   std::string role;                // PHSH_ROLE: first, join or resume
   std::string resume_file;         // PHSH_RESUME_FILE (role resume)
+  std::vector<std::string> extra;  // NAME=value the application reads besides (VOLPEX_* for a replica)
 };
+
+// The host of a node or replica from spawn's --host list (HOST,HOST,...; "" for this host): plain nodes take the
+// hosts in turn; replica r of process p takes hosts[(p * replicas + r) mod n], so the replicas of a process are
+// on different hosts whenever there are at least `replicas` of them (a host lost takes one replica of each
+// process it holds, not a whole process). replicas 0: a plain node, number `process`.
+std::string placement_host(const std::string& hosts, int process, int replica, int replicas);
 
 // NAME=value entries, in a fixed order.
 std::vector<std::string> node_environment(const NodeEnvironment& e);

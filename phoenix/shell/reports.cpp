@@ -136,6 +136,14 @@ NodeLine parse_node_line(std::string_view line) {
     if (space != std::string_view::npos && parse_number(j->substr(0, space), l.interval.lo) &&
         parse_number(trim(j->substr(space + 1)), l.interval.hi))
       l.kind = NodeLine::Kind::joined;
+  } else if (auto v = arg("REPLICA")) {
+    const auto space = v->find(' ');
+    std::uint64_t process = 0, replica = 0;
+    if (space != std::string_view::npos && parse_number(v->substr(0, space), process) &&
+        parse_number(trim(v->substr(space + 1)), replica)) {
+      l.kind = NodeLine::Kind::replica;
+      l.text = "replica " + std::to_string(replica) + " of process " + std::to_string(process);
+    }
   } else if (auto u = arg("UNITS")) {
     if (parse_number(*u, l.units)) l.kind = NodeLine::Kind::units;
   } else if (line == "LEFT") {

@@ -3,6 +3,7 @@
 //
 // The stdout protocol of a node process started by phsh, one line each:
 //   PORT <endpoint>   JOINED <lo> <hi>   UNITS <total>   LEFT   SUSPENDED <file>   FINISHED
+//   REPLICA <process> <replica>   (a Volpex replica: it has started and assumes nothing)
 //   RESULT <text>     ERROR <name>: <what>                and free remarks "<name>: <text>"
 // Pure functions: no I/O.
 #pragma once
@@ -38,8 +39,10 @@ std::optional<std::vector<Interval>> parse_intervals(std::string_view text);
 std::string format_intervals(const std::vector<Interval>& intervals);
 
 struct NodeLine {
-  enum class Kind { port, joined, units, left, suspended, finished, result, error, remark } kind = Kind::remark;
-  std::string text;         // port: the endpoint; suspended: the file; result, error, remark: the text
+  enum class Kind { port, joined, replica, units, left, suspended, finished, result, error, remark } kind =
+      Kind::remark;
+  std::string text;         // port: the endpoint; suspended: the file; result, error, remark: the text;
+                            // replica: "replica R of process P"
   Interval interval;        // joined
   std::uint64_t units = 0;  // units
 };

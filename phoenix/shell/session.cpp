@@ -218,6 +218,7 @@ void Session::launch(std::size_t index, const std::string& role, int port) {
   env.space_size = node_->space_size();
   env.role = role;
   if (role == "resume") env.resume_file = r.suspend_file;
+  env.extra = r.extra_env;
   LaunchSpec spec;
   spec.stdout_log = options_.run_dir / (r.name + ".out");
   spec.stderr_file = options_.run_dir / (r.name + ".err");
@@ -357,6 +358,10 @@ void Session::on_line(NodeRecord& r, const std::string& text) {
       r.joined = {line.interval};
       if (r.state == NodeState::starting || r.state == NodeState::joining) r.state = NodeState::running;
       event(r.name + " joined: assumes " + format_intervals(r.joined));
+      break;
+    case K::replica:
+      if (r.state == NodeState::starting || r.state == NodeState::joining) r.state = NodeState::running;
+      event(r.name + " started: " + line.text);
       break;
     case K::units:
       r.units = line.units;

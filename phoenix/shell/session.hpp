@@ -100,6 +100,7 @@ struct NodeRecord {
   vp_t resource = 0;  // its resource name, once a status reply named it
   long remote_pid = 0;
   bool stop_sent = false;  // wait closed its stdin: the computation had ended
+  std::vector<std::string> extra_env;  // VOLPEX_* of a Volpex replica (spawn --replicas)
 };
 
 class Session {
@@ -140,6 +141,7 @@ class Session {
   // commands (commands.cpp)
   void dispatch(const Command& c);
   void spawn(const Command& c);
+  void spawn_replicas(const Command& c, const std::string& program, bool overlay_empty, double timeout_s);
   void leave(const Command& c);
   void suspend(const Command& c);
   void resume(const Command& c);

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,41 @@ TEST_CASE("node launch: gateway peers, wildcard hosts, listen endpoints, environ
                                        "PHSH_RESUME_FILE=/tmp/n2.suspend"});
   e.resume_file.clear();
   CHECK(node_environment(e).size() == 7);
+}
+
+TEST_CASE("node launch: replicas of a process on different hosts where there are enough, the rest in turn") {
+  // Plain nodes: the hosts in turn.
+  CHECK(placement_host("a,b", 0, 0, 0) == "a");
+  CHECK(placement_host("a,b", 1, 0, 0) == "b");
+  CHECK(placement_host("a,b", 2, 0, 0) == "a");
+  CHECK(placement_host("", 3, 0, 0) == "");
+  CHECK(placement_host("solo", 5, 1, 2) == "solo");
+  // 3 processes x 2 replicas on 3 hosts: the two replicas of every process on different hosts, each host
+  // holding 2 replicas.
+  std::map<std::string, int> load;
+  for (int p = 0; p < 3; ++p) {
+    const auto r0 = placement_host("a,b,c", p, 0, 2), r1 = placement_host("a,b,c", p, 1, 2);
+    CHECK(r0 != r1);
+    ++load[r0];
+    ++load[r1];
+  }
+  CHECK(load == std::map<std::string, int>{{"a", 2}, {"b", 2}, {"c", 2}});
+  // Fewer hosts than replicas: they double up, still spread.
+  CHECK(placement_host("a,b", 0, 2, 3) == "a");
+  CHECK(placement_host("a,,b", 0, 1, 2) == "b");  // empty items are skipped
+}
+
+TEST_CASE("spawn --replicas parses, with its bounds") {
+  const auto p = parse("spawn -n 3 --replicas 2 --host a,b,c ring 1000 300");
+  REQUIRE(p.ok());
+  CHECK(p.command.replicas == 2);
+  CHECK(p.command.count == 3);
+  CHECK(p.command.host == "a,b,c");
+  CHECK(p.command.app == "ring");
+  CHECK(p.command.args == Strings{"1000", "300"});
+  CHECK(parse("spawn ring").command.replicas == 0);
+  CHECK_FALSE(parse("spawn --replicas 0 ring").ok());
+  CHECK_FALSE(parse("spawn --replicas 17 ring").ok());
 }
 
 TEST_CASE("node launch: the ssh command line is one remote shell command") {

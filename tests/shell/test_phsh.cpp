@@ -600,6 +600,38 @@ TEST_CASE("phsh kill crashes a node, and dot --png draws the overlay") {
   CHECK(png_size(png).has_value());
 }
 
+TEST_CASE("phsh spawn --replicas: a Volpex ring of 3 processes x 2 replicas survives phsh kill of a replica") {
+  const std::string volpex_dir = std::string(PHOENIX_BINARY_DIR) + "/apps/volpex";
+  REQUIRE_MESSAGE(::access((volpex_dir + "/ring").c_str(), X_OK) == 0, volpex_dir << "/ring is not built");
+  phoenix::test::temp_dir dir;
+  const auto run_dir = dir / "run";
+  // n1 serves the dataspace; n2..n4 are replica 0 of processes 0..2, n5..n7 replica 1. n3 (process 1's first
+  // replica) is killed while the ring runs: process 0 and 2 pull from process 1's other replica from then on.
+  const std::string script =
+      "spawn volpex_server --replicas 2; spawn -n 3 --replicas 2 ring 1000 3000; sleep 0.3; kill n3; wait";
+  Phsh phsh(Phsh::Mode::pipe, {"--run-dir", run_dir.string(), "-c", script},
+            environment({"PHSH_APP_PATH=" + volpex_dir}), source_dir);
+  INFO("phsh's output:\n" << phsh.output() << tails(run_dir, ".err"));
+  const auto status = phsh.wait_exit(script_timeout);
+  CHECK_MESSAGE(exited_zero(status), "phsh " << describe(status));
+  CHECK(phsh.leftovers().empty());
+  const auto lines = lines_of(phsh.output());
+  CHECK(lines_with(lines, "n2 started: replica 0 of process 0") == 1);
+  CHECK(lines_with(lines, "n7 started: replica 1 of process 2") == 1);
+  CHECK(lines_with(lines, "n3 killed") == 1);
+  // Both replicas of process 0 report the sequential result.
+  FILE* f = ::popen((volpex_dir + "/ring --sequential 3 1000 3000").c_str(), "r");
+  REQUIRE(f);
+  char buf[256] = {};
+  REQUIRE(std::fgets(buf, sizeof buf, f));
+  ::pclose(f);
+  std::string expected(buf);
+  expected = expected.substr(std::string("RESULT ").size(), expected.find('\n') - std::string("RESULT ").size());
+  CHECK(lines_with(lines, "n2 result: " + expected) == 1);
+  CHECK(lines_with(lines, "n5 result: " + expected) == 1);
+  CHECK(lines_with(lines, "wait: every node process has exited (7); 2 results") == 1);
+}
+
 TEST_CASE("phsh -c stops at the first failed command with one error line and exits 1") {
   phoenix::test::temp_dir dir;
   Phsh phsh(Phsh::Mode::pipe, {"--run-dir", (dir / "run").string(), "-c", "nodes; frobnicate now; map"},

@@ -174,6 +174,9 @@ TEST_CASE("status reply: every key parsed, intervals and peers lists") {
 }
 
 TEST_CASE("node process lines: every keyword, and malformed keyword lines as remarks") {
+  CHECK(parse_node_line("REPLICA 2 1").kind == NodeLine::Kind::replica);
+  CHECK(parse_node_line("REPLICA 2 1").text == "replica 1 of process 2");
+  CHECK(parse_node_line("REPLICA two 1").kind == NodeLine::Kind::remark);
   CHECK(parse_node_line("PORT tcp://127.0.0.1:4000").kind == NodeLine::Kind::port);
   CHECK(parse_node_line("PORT tcp://127.0.0.1:4000").text == "tcp://127.0.0.1:4000");
   const auto joined = parse_node_line("JOINED 512 1024");
