@@ -1,8 +1,8 @@
 // The Volpex applications as separate replica processes: ring (replicated point-to-point messages, a wildcard
 // receive), psrs (all-to-all through the dataspace) and remd (neighbour exchanges through the dataspace). Each
 // run's result must equal the application's --sequential one; replicas of process 0 must agree on the order of
-// their wildcard receives; replicas killed mid-run — by a signal, as `phsh kill` does, or at the named point
-// "while its sender log is being read" — leave the result unchanged.
+// their wildcard receives; replicas killed mid-run — by a signal, as `phsh kill` does, or at named points
+// ("while its sender log is being read", before a put, after a get was sent) — leave the result unchanged.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,14 +31,22 @@ struct replicated_run {
   volpex_cluster cluster;
   std::vector<std::vector<Child*>> replicas;  // by process
 
+  // A replica that kills itself at a named protocol point (VOLPEX_CRASH_AT).
+  struct crash {
+    int process = 0, replica = 0;
+    std::string at;
+  };
+
   replicated_run(const std::string& app, const std::vector<std::string>& args, int processes, int k,
-                 const std::vector<std::string>& env = {}) {
+                 const std::vector<std::string>& env = {}, const std::vector<crash>& crashes = {}) {
     cluster.server("s1", {"--replicas", std::to_string(k)});
     replicas.resize(processes);
     for (int r = 0; r < k; ++r) {
       for (int p = 0; p < processes; ++p) {
         auto e = env;
         e.push_back("VOLPEX_REPLICAS=" + std::to_string(k));
+        for (const auto& c : crashes)
+          if (c.process == p && c.replica == r) e.push_back("VOLPEX_CRASH_AT=" + c.at);
         replicas[p].push_back(&cluster.replica(volpex_cluster::program(app), args, p, processes, r, e));
       }
     }
@@ -49,8 +57,8 @@ struct replicated_run {
   std::vector<std::string> lines_of_zero(const std::string& prefix) {
     for (auto& process : replicas)
       for (Child* c : process)
-        REQUIRE_MESSAGE(cluster.children.wait_exit(*c, run_timeout),
-                        c->name << " did not finish\n" << cluster.children.transcript());
+        REQUIRE_MESSAGE(cluster.children.wait_exit(*c, run_timeout), c->name << " did not finish\n"
+                                                                             << cluster.children.transcript());
     std::vector<std::string> out;
     for (Child* c : replicas[0])
       if (auto l = c->line(prefix)) out.push_back(*l);
@@ -80,7 +88,8 @@ TEST_CASE("volpex ring: 1, 2 and 3 replicas give the sequential result and one o
   }
 }
 
-TEST_CASE("volpex ring: replicas killed mid-run, by a signal and while serving from their log, change nothing") {
+TEST_CASE(
+    "volpex ring: replicas killed mid-run, by a signal and while serving from their log, change nothing") {
   const std::vector<std::string> args{"1000", "3000"};
   const auto expected = run_sequential("ring", {"3", "1000", "3000"});
   // First run: process 2's replica 1 and process 0's replica 1 are killed from outside once it is under way.
@@ -109,7 +118,8 @@ TEST_CASE("volpex ring: replicas killed mid-run, by a signal and while serving f
   }
   std::vector<std::string> lines;
   for (Child* c : all) {
-    REQUIRE_MESSAGE(cluster.children.wait_exit(*c, run_timeout), c->name << "\n" << cluster.children.transcript());
+    REQUIRE_MESSAGE(cluster.children.wait_exit(*c, run_timeout), c->name << "\n"
+                                                                         << cluster.children.transcript());
     if (auto l = c->line("RESULT ")) lines.push_back(*l);
   }
   CHECK(lines == std::vector<std::string>(2, expected));
@@ -152,21 +162,31 @@ TEST_CASE("volpex ring: a replica started after its leader finished catches up f
   }
 }
 
-TEST_CASE("volpex psrs and remd: 1 and 2 replicas give the sequential result") {
+TEST_CASE(
+    "volpex psrs and remd: 1, 2 and 3 replicas give the sequential result, and so do runs with a replica "
+    "killed at a named point") {
   struct app {
     std::string name;
     std::vector<std::string> args, sequential_args;
+    replicated_run::crash crash;  // for the run with 2 replicas and one killed
   };
-  const std::vector<app> apps = {{"psrs", {"300000", "5"}, {"300000", "5"}},
-                                 {"remd", {"200", "50", "3"}, {"4", "200", "50", "3"}}};
+  const std::vector<app> apps = {{"psrs", {"300000", "5"}, {"300000", "5"}, {1, 0, "before-put:2"}},
+                                 {"remd", {"200", "50", "3"}, {"4", "200", "50", "3"}, {2, 1, "after-get:40"}}};
   for (const auto& a : apps) {
     const auto expected = run_sequential(a.name, a.sequential_args);
-    for (int k = 1; k <= 2; ++k) {
-      CAPTURE(a.name);
+    CAPTURE(a.name);
+    for (int k = 1; k <= 3; ++k) {
       CAPTURE(k);
       replicated_run run(a.name, a.args, 4, k);
       const auto results = run.lines_of_zero("RESULT ");
       CHECK_MESSAGE(results == std::vector<std::string>(k, expected), run.cluster.children.transcript());
     }
+    replicated_run run(a.name, a.args, 4, 2, {}, {a.crash});
+    const auto results = run.lines_of_zero("RESULT ");
+    CHECK_MESSAGE(results == std::vector<std::string>(2, expected), run.cluster.children.transcript());
+    CHECK(was_killed(*run.replicas[a.crash.process][a.crash.replica]));
+    for (const auto& process : run.replicas)
+      for (Child* c : process)
+        if (c != run.replicas[a.crash.process][a.crash.replica]) CHECK_MESSAGE(exited_cleanly(*c), c->name);
   }
 }
