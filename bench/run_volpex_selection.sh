@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run_volpex_selection.sh — the target-selection policies of replicated message passing (docs/volpex.md,
 # paper 004) on a heterogeneous setting: the ring stencil, 3 processes × 2 replicas, with replica 0 of process 1
-# and replica 1 of process 2 held to a fraction of a CPU (cgroup v1 cpu.cfs_quota_us, or cgroup v2 cpu.max).
+# and replica 1 of process 2 sharing a fraction of one CPU (one cgroup: v1 cpu.cfs_quota_us, or v2 cpu.max).
 # Replica j pulling from replica j (team) then waits for a slow replica in both teams; a policy that notices
 # the lag pulls from the fast replica instead.
 #
@@ -54,7 +54,7 @@ replica_pids() {
 
 reference=$("$build/apps/volpex/ring" --sequential 3 "$cells" "$rounds" | grep '^RESULT ')
 failed=()
-echo "| policy | no throttle (s) | replica 0 of process 1 and replica 1 of process 2 at ${quota} % of a CPU (s) |"
+echo "| policy | no throttle (s) | replica 0 of process 1 and replica 1 of process 2 sharing ${quota} % of a CPU (s) |"
 echo "| --- | --- | --- |"
 for policy in team timeout timestamp network hybrid; do
   row="| $policy"
