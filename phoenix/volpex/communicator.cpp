@@ -152,14 +152,9 @@ void communicator::handle(const comm_request& r) {
   receivers_[who].name = r.reply_to;
   switch (r.what) {
     case comm_request::kind::pull:
-      if (!answer_lookup(r, log_.lookup(r.receiver, r.receiver_replica, r.tag, r.ts))) pending_[who] = r;
+    case comm_request::kind::probe:
+      if (!answer_lookup(r, look_up(r))) pending_[who] = r;
       return;
-    case comm_request::kind::probe: {
-      const std::map<std::int32_t, timestamp> consumed(r.consumed.begin(), r.consumed.end());
-      if (!answer_lookup(r, log_.first_unconsumed(r.receiver, r.receiver_replica, consumed, r.tag)))
-        pending_[who] = r;
-      return;
-    }
     case comm_request::kind::progress:
       for (const auto& [tag, ts] : r.consumed) {
         log_.note_consumed(r.receiver, r.receiver_replica, tag, ts);
@@ -186,17 +181,18 @@ void communicator::forget(rank_id dst, std::int32_t tag, timestamp ts) {
   trim_log();
 }
 
+// What the log holds for a pull (the named message) or a probe (the first unconsumed that matches). Holds mu_.
+sender_log::lookup_result communicator::look_up(const comm_request& r) {
+  if (r.what == comm_request::kind::pull) return log_.lookup(r.receiver, r.receiver_replica, r.tag, r.ts);
+  const std::map<std::int32_t, timestamp> consumed(r.consumed.begin(), r.consumed.end());
+  return log_.first_unconsumed(r.receiver, r.receiver_replica, consumed, r.tag);
+}
+
 // After a send to dst: the pulls and probes of dst's replicas that waited for it. Holds mu_.
 void communicator::answer_pending(rank_id dst) {
   for (auto it = pending_.lower_bound({dst, 0}); it != pending_.end() && it->first.first == dst;) {
     const comm_request& r = it->second;
-    sender_log::lookup_result res;
-    if (r.what == comm_request::kind::pull) {
-      res = log_.lookup(r.receiver, r.receiver_replica, r.tag, r.ts);
-    } else {
-      const std::map<std::int32_t, timestamp> consumed(r.consumed.begin(), r.consumed.end());
-      res = log_.first_unconsumed(r.receiver, r.receiver_replica, consumed, r.tag);
-    }
+    const auto res = look_up(r);
     // A pull still not there was told "not yet" when it came: no second notice.
     if (res.result == sender_log::status::not_yet) {
       ++it;

@@ -144,6 +144,7 @@ class communicator {
   // serving side (serving thread; send() answers waiting pulls too)
   void serve_loop();
   void handle(const comm_request& r);
+  sender_log::lookup_result look_up(const comm_request& r);
   void answer_pending(rank_id dst);
   void forget(rank_id dst, std::int32_t tag, timestamp ts);
   void trim_log();

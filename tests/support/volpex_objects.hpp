@@ -15,8 +15,9 @@ inline object text(const std::string& s) {
   return make_object(std::move(b));
 }
 
+// "<none>" for no object, so a check that expected one prints something readable.
 inline std::string as_text(const object& o) {
-  return std::string(reinterpret_cast<const char*>(o->data()), o->size());
+  return o ? std::string(reinterpret_cast<const char*>(o->data()), o->size()) : "<none>";
 }
 
 }  // namespace phoenix::volpex::test

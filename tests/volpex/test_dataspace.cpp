@@ -7,23 +7,16 @@
 #include <vector>
 
 #include "phoenix/volpex/dataspace.hpp"
+#include "support/volpex_objects.hpp"
 
 using namespace phoenix;
 using namespace phoenix::volpex;
+using phoenix::volpex::test::as_text;
+using phoenix::volpex::test::text;
 
 namespace {
 
 constexpr std::uint64_t L = 1 << 20;
-
-object text(const std::string& s) {
-  Bytes b(s.size());
-  std::memcpy(b.data(), s.data(), s.size());
-  return make_object(std::move(b));
-}
-
-std::string as_text(const object& o) {
-  return o ? std::string(reinterpret_cast<const char*>(o->data()), o->size()) : "<none>";
-}
 
 struct shard {
   dataspace ds;
@@ -87,7 +80,8 @@ TEST_CASE("dataspace: identical get, a replica receives what the first instance 
   }
 }
 
-TEST_CASE("dataspace: read leaves the object, get removes it, and a call with nothing to match waits for a put") {
+TEST_CASE(
+    "dataspace: read leaves the object, get removes it, and a call with nothing to match waits for a put") {
   shard s;
   CHECK(s.call(op::get, 1, 1, "t", 100).empty());
   CHECK(s.call(op::read, 2, 1, "t", 200).empty());
@@ -144,7 +138,8 @@ TEST_CASE(
   CHECK_FALSE(s.ds.current(3));
 }
 
-TEST_CASE("dataspace: pack moves an interval's tags, waiting calls and log, and the rules hold across the move") {
+TEST_CASE(
+    "dataspace: pack moves an interval's tags, waiting calls and log, and the rules hold across the move") {
   shard from, to;
   // Enough tags that both halves of the space hold some.
   for (int i = 0; i < 40; ++i)

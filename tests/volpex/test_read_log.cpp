@@ -6,23 +6,12 @@
 #include <string>
 
 #include "phoenix/volpex/read_log.hpp"
+#include "support/volpex_objects.hpp"
 
 using namespace phoenix;
 using namespace phoenix::volpex;
-
-namespace {
-
-object text(const std::string& s) {
-  Bytes b(s.size());
-  std::memcpy(b.data(), s.data(), s.size());
-  return make_object(std::move(b));
-}
-
-std::string as_text(const object& o) {
-  return std::string(reinterpret_cast<const char*>(o->data()), o->size());
-}
-
-}  // namespace
+using phoenix::volpex::test::as_text;
+using phoenix::volpex::test::text;
 
 TEST_CASE("read log: a replica is served what the first instance received, and only that call's entry") {
   read_log log({.capacity = 8, .replicas = 0, .spill_dir = {}});
@@ -94,7 +83,8 @@ TEST_CASE("read log: memory stays bounded when entries are forgotten out of orde
 }
 
 TEST_CASE(
-    "read log: extract takes the entries of an interval of virtual nodes, spilled or not, and insert adds them") {
+    "read log: extract takes the entries of an interval of virtual nodes, spilled or not, and insert adds "
+    "them") {
   read_log from({.capacity = 4, .replicas = 3, .spill_dir = {}});
   for (std::uint64_t n = 1; n <= 10; ++n) from.add({1, n}, n * 10, text(std::to_string(n)), 100);
   REQUIRE(from.serve({1, 3}, 101));   // served twice so far: one more replica to go
