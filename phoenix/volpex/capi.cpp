@@ -4,11 +4,11 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "phoenix/volpex/client.hpp"
@@ -41,6 +41,13 @@ void report_line(const std::string& line) {
 // Never destroyed at exit: a process that calls exit() without volpex_finalize (after an error, say) must not
 // destroy the node and the communicator under their own threads, still running. The OS reclaims them.
 std::unique_ptr<volpex_process>& process = *new std::unique_ptr<volpex_process>;
+
+// exit() without volpex_finalize: the serving thread must stop before the static objects it uses (loggers,
+// error categories) are destroyed. Registered once they all exist (the node and the communicator started),
+// this runs before their destructors do.
+void stop_serving_at_exit() {
+  if (process && process->comm) process->comm->stop_serving();
+}
 
 int code(const std::error_code& ec) {
   if (!ec) return PH_OK;
@@ -78,11 +85,22 @@ bool comm_options_from_env(phoenix::volpex::comm_options& o) {
   std::uint64_t timeout_ms = 500;
   if (!env_number("VOLPEX_TIMEOUT_MS", timeout_ms)) return false;
   o.selection.timeout = std::chrono::milliseconds(timeout_ms);
+  std::uint64_t suspect_ms = static_cast<std::uint64_t>(o.liveness.suspect_after.count());
+  std::uint64_t give_up_ms = static_cast<std::uint64_t>(o.liveness.give_up_after.count());
+  if (!env_number("VOLPEX_SUSPECT_MS", suspect_ms) || !env_number("VOLPEX_GIVE_UP_MS", give_up_ms))
+    return false;
+  if (give_up_ms < suspect_ms) {
+    phoenix::volpex::logger()->error("VOLPEX_GIVE_UP_MS ({}) must be at least VOLPEX_SUSPECT_MS ({})",
+                                     give_up_ms, suspect_ms);
+    return false;
+  }
+  o.liveness.suspect_after = std::chrono::milliseconds(suspect_ms);
+  o.liveness.give_up_after = std::chrono::milliseconds(give_up_ms);
   if (const char* s = std::getenv("VOLPEX_SELECTION"); s && *s) {
     const auto p = phoenix::volpex::parse_selection(s);
     if (!p) {
-      phoenix::volpex::logger()->error("VOLPEX_SELECTION={}: expected team, timeout, timestamp, network or hybrid",
-                                       s);
+      phoenix::volpex::logger()->error(
+          "VOLPEX_SELECTION={}: expected team, timeout, timestamp, network or hybrid", s);
       return false;
     }
     o.selection.policy = *p;
@@ -118,7 +136,8 @@ int volpex_init(int /*argc*/, char* /*argv*/[]) {
   int id = -1, count = -1;
   if (!env_int("VOLPEX_NUM_PROCS", count) || count <= 0 || !env_int("VOLPEX_PROC_ID", id) || id < 0 ||
       id >= count) {
-    phoenix::volpex::logger()->error("volpex_init: VOLPEX_PROC_ID and VOLPEX_NUM_PROCS must name a process 0..N-1");
+    phoenix::volpex::logger()->error(
+        "volpex_init: VOLPEX_PROC_ID and VOLPEX_NUM_PROCS must name a process 0..N-1");
     return PH_ECONFIG;
   }
   phoenix::volpex::comm_options comm;
@@ -135,8 +154,8 @@ int volpex_init(int /*argc*/, char* /*argv*/[]) {
       crash_point = phoenix::volpex::client::parse_crash_point(c);
     }
     if (!crash_point && comm.crash_on_serve == 0) {
-      phoenix::volpex::logger()->error("VOLPEX_CRASH_AT={}: expected before-|after- put|get|read :N, or serve:N",
-                                       crash);
+      phoenix::volpex::logger()->error(
+          "VOLPEX_CRASH_AT={}: expected before-|after- put|get|read :N, or serve:N", crash);
       return PH_ECONFIG;
     }
   }
@@ -154,6 +173,8 @@ int volpex_init(int /*argc*/, char* /*argv*/[]) {
   }
   p->id = id;
   p->count = count;
+  static const bool stops_at_exit = std::atexit(stop_serving_at_exit) == 0;
+  if (!stops_at_exit) phoenix::volpex::logger()->warn("volpex_init: exit() without volpex_finalize is unsafe");
   if (started_by_shell()) {
     report_line("PORT " + p->node.local_port());
     report_line("REPLICA " + std::to_string(id) + " " + std::to_string(comm.replica));

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -17,6 +18,8 @@ using namespace std::chrono_literals;
 constexpr auto answer_slice = 20ms;   // how long recv waits for an answer before looking after its target
 constexpr auto housekeeping = 100ms;  // how often the serving thread trims and looks for dead receivers
 constexpr auto ping_wait = 200ms;     // hybrid selection: how long the pings of a rank's replicas are awaited
+constexpr auto lookup_every = 250ms;  // how often a receiver looks for a source replica not registered yet
+constexpr auto silent_lookup_every = 2s;  // how often a sender looks for receivers it never heard from
 
 void set(std::error_code* ec, std::error_code value) {
   if (ec) *ec = value;
@@ -25,6 +28,11 @@ void set(std::error_code* ec, std::error_code value) {
 // Names in the dataspace that no application tag can take: they start with a byte 0x01.
 std::string directory_tag(rank_id r, replica_index j) {
   return "\x01vmpi/dir/" + std::to_string(r) + "/" + std::to_string(j);
+}
+
+// Set by a replica in finish(): it needs no message any more.
+std::string finished_tag(rank_id r, replica_index j) {
+  return "\x01vmpi/done/" + std::to_string(r) + "/" + std::to_string(j);
 }
 
 std::string decision_tag(rank_id r, std::uint64_t n) {
@@ -52,7 +60,9 @@ communicator::communicator(Node& node, client& dataspace, comm_options o)
       options_(o),
       log_(sender_log::options{o.log_capacity_bytes, std::max(1u, o.replicas)}) {}
 
-communicator::~communicator() {
+communicator::~communicator() { stop_serving(); }
+
+void communicator::stop_serving() {
   stop_ = true;
   if (serving_.joinable()) serving_.join();
 }
@@ -220,35 +230,77 @@ void communicator::serve_loop() {
   }
 }
 
-// Receivers that lost their routes for dead_after are dead: they hold nothing back in the log any more.
+// Receivers without a route for give_up_after are given up: they hold nothing back in the log any more. One
+// whose route comes back holds back what the log still has from then on.
 void communicator::look_after_receivers() {
   std::vector<std::pair<std::pair<rank_id, replica_index>, vp_t>> known;
   {
     std::lock_guard lock(mu_);
     for (const auto& [who, r] : receivers_)
-      if (!log_.is_dead(who.first, who.second)) known.emplace_back(who, r.name);
+      if (!r.finished) known.emplace_back(who, r.name);
   }
-  std::vector<std::pair<rank_id, replica_index>> dead;
+  std::vector<std::pair<std::pair<rank_id, replica_index>, bool>> reachable;
+  for (const auto& [who, name] : known) reachable.emplace_back(who, service_access::reachable(node_, name));
   const auto now = clock::now();
-  for (const auto& [who, name] : known) {
-    const bool up = service_access::reachable(node_, name);
-    std::lock_guard lock(mu_);
-    auto& since = receivers_[who].unreachable_since;
-    if (up) {
-      since.reset();
-    } else if (!since) {
-      since = now;
-    } else if (now - *since >= options_.dead_after) {
-      dead.push_back(who);
+  std::lock_guard lock(mu_);
+  for (const auto& [who, up] : reachable) {
+    const auto [r, j] = who;
+    switch (receivers_[who].health.observe(up, now, options_.liveness)) {
+      case liveness::change::given_up:
+        logger()->info(
+            "replica {} of rank {} has had no route for {} ms: given up, it no longer holds back the "
+            "log",
+            j, r, options_.liveness.give_up_after.count());
+        log_.mark_dead(r, j);
+        pending_.erase(who);
+        break;
+      case liveness::change::back:
+        if (log_.is_dead(r, j)) {
+          logger()->info("replica {} of rank {} is reachable again: it holds back the log again", j, r);
+          log_.mark_alive(r, j);
+        }
+        break;
+      case liveness::change::suspected:
+      case liveness::change::none:
+        break;
     }
   }
-  std::lock_guard lock(mu_);
-  for (const auto& [r, j] : dead) {
-    logger()->info("replica {} of rank {} is gone: it no longer holds back the log", j, r);
-    log_.mark_dead(r, j);
-    pending_.erase({r, j});
-  }
   trim_log();
+}
+
+// What the directory says of receiver replicas: those that registered but never asked this replica for
+// anything (they died early, or took everything from this rank's other replicas) are watched from now on, like
+// those it heard from; one without a route that said it finished needs nothing more, and is not waited for.
+void communicator::look_up_receivers() {
+  std::vector<std::pair<rank_id, replica_index>> silent, quiet;
+  {
+    std::lock_guard lock(mu_);
+    for (rank_id r = 0; r < options_.ranks; ++r) {
+      for (replica_index j = 0; j < options_.replicas; ++j) {
+        const auto it = receivers_.find({r, j});
+        if (it == receivers_.end())
+          silent.emplace_back(r, j);
+        else if (it->second.health.suspected() && !it->second.finished && !log_.is_dead(r, j))
+          quiet.emplace_back(r, j);
+      }
+    }
+  }
+  for (const auto& who : silent) {
+    const auto name = look_up_name(who.first, who.second);
+    if (!name) continue;
+    std::lock_guard lock(mu_);
+    receivers_.try_emplace(who).first->second.name = *name;
+  }
+  for (const auto& who : quiet) {
+    std::error_code ec;
+    const auto done = dataspace_.decide(finished_tag(who.first, who.second), {}, &ec, 10s);
+    if (!done || done->empty()) continue;
+    std::lock_guard lock(mu_);
+    logger()->info("replica {} of rank {} finished: it no longer holds back the log", who.second, who.first);
+    receivers_[who].finished = true;
+    log_.mark_dead(who.first, who.second);
+    pending_.erase(who);
+  }
 }
 
 // --- receiving ----------------------------------------------------------------------------------------------
@@ -265,43 +317,77 @@ comm_request communicator::request_to(rank_id s, comm_request::kind what) const 
 
 communicator::source_state& communicator::state_of(rank_id s) {
   auto it = sources_.find(s);
-  if (it == sources_.end())
+  if (it == sources_.end()) {
     it = sources_
              .emplace(s, source_state(target_selector(options_.selection, options_.replica, options_.replicas)))
              .first;
+    for (replica_index j = 0; j < options_.replicas; ++j) it->second.replicas[j];
+  }
   return it->second;
 }
 
-// Looks up the resource names of the replicas of s not known yet; hybrid selection pings them once all are
-// known.
-void communicator::resolve(source_state& st, rank_id s) {
+// The resource name replica j of rank r registered in the directory, if it did.
+std::optional<vp_t> communicator::look_up_name(rank_id r, replica_index j) {
+  std::error_code ec;
+  const auto name = dataspace_.decide(directory_tag(r, j), {}, &ec, 10s);
+  if (!name || name->size() != 8) return std::nullopt;
+  std::uint64_t v = 0;
+  std::memcpy(&v, name->data(), 8);
+  return v;
+}
+
+// Looks for the replicas of s not registered yet (every lookup_every), and tells the selection which replicas
+// lost their routes and which got them back (liveness.hpp). Hybrid selection pings them once all are known.
+void communicator::look_after(source_state& st, rank_id s) {
   const auto now = clock::now();
-  for (replica_index j = 0; j < options_.replicas; ++j) {
-    if (st.names.contains(j) || !st.selector.alive(j)) continue;
-    std::error_code ec;
-    const auto name = dataspace_.decide(directory_tag(s, j), {}, &ec, 10s);
-    if (name && name->size() == 8) {
-      std::uint64_t v = 0;
-      std::memcpy(&v, name->data(), 8);
-      st.names[j] = v;
-      st.unresolved_since.erase(j);
-      continue;
+  if (now < st.next_look) return;
+  st.next_look = now + answer_slice;
+  for (auto& [j, r] : st.replicas) {
+    if (!r.name && now >= r.next_lookup) {
+      r.name = look_up_name(s, j);
+      r.next_lookup = clock::now() + (r.health.given_up() ? 8 * lookup_every : lookup_every);
     }
-    const auto since = st.unresolved_since.emplace(j, now).first->second;
-    if (now - since >= options_.dead_after * 5) {
-      logger()->info("replica {} of rank {} never registered: given up", j, s);
-      st.selector.on_dead(j);
+    const bool up = r.name && service_access::reachable(node_, *r.name);
+    switch (r.health.observe(up, clock::now(), options_.liveness)) {
+      case liveness::change::suspected:
+      case liveness::change::given_up:
+        if (!st.selector.alive(j)) break;
+        if (r.name)
+          logger()->info("replica {} of rank {} has no route: asking another", j, s);
+        else
+          logger()->info("replica {} of rank {} has not registered: asking another", j, s);
+        st.selector.on_dead(j);
+        {
+          std::lock_guard lock(mu_);
+          ++stats_.dead_detected;
+        }
+        break;
+      case liveness::change::back:
+        logger()->info("replica {} of rank {} is reachable again", j, s);
+        st.selector.on_back(j);
+        break;
+      case liveness::change::none:
+        break;
     }
   }
-  if (options_.selection.policy != selection::hybrid || st.pinged || st.names.size() < options_.replicas)
-    return;
+  if (now >= next_silent_lookup_) {
+    look_up_receivers();
+    next_silent_lookup_ = clock::now() + silent_lookup_every;
+  }
+  if (options_.selection.policy == selection::hybrid && !st.pinged &&
+      std::ranges::all_of(st.replicas, [](const auto& item) { return item.second.name.has_value(); }))
+    ping_all(st, s);
+}
+
+// Hybrid selection's pairwise step: one ping to each replica of s, the round trips to the selection.
+void communicator::ping_all(source_state& st, rank_id s) {
   st.pinged = true;
   std::map<std::uint64_t, std::pair<replica_index, clock::time_point>> pings;
-  for (const auto& [j, name] : st.names) {
-    comm_request r = request_to(s, comm_request::kind::ping);
-    r.id = next_request_++;
-    pings[r.id] = {j, clock::now()};
-    service_access::send(node_, name, comm_request_tag, encode(r));
+  for (const auto& [j, r] : st.replicas) {
+    comm_request req = request_to(s, comm_request::kind::ping);
+    req.id = next_request_++;
+    pings[req.id] = {j, clock::now()};
+    service_access::send(node_, *r.name, comm_request_tag, encode(req));
   }
   const auto until = clock::now() + ping_wait;
   while (!pings.empty() && clock::now() < until) {
@@ -319,10 +405,13 @@ void communicator::resolve(source_state& st, rank_id s) {
 // The policy's choice, unless it is refused for this message or not resolvable: then any other live replica.
 std::optional<replica_index> communicator::pick(source_state& st, rank_id s,
                                                 const std::set<replica_index>& refused) {
-  resolve(st, s);
-  if (const auto j = st.selector.choose(); j && !refused.contains(*j) && st.names.contains(*j)) return j;
-  for (const auto& [j, name] : st.names)
-    if (st.selector.alive(j) && !refused.contains(j)) return j;
+  look_after(st, s);
+  const auto usable = [&](replica_index j) {
+    return st.selector.alive(j) && !refused.contains(j) && st.replicas.at(j).name.has_value();
+  };
+  if (const auto j = st.selector.choose(); j && usable(*j)) return j;
+  for (const auto& [j, r] : st.replicas)
+    if (usable(j)) return j;
   return std::nullopt;
 }
 
@@ -332,45 +421,33 @@ bool communicator::issue(attempt& a, comm_request r) {
   if (!a.target) return false;
   r.id = a.id = next_request_++;
   a.sent = clock::now();
-  const auto ec = service_access::send(node_, st.names.at(*a.target), comm_request_tag, encode(r));
+  const auto ec = service_access::send(node_, *st.replicas.at(*a.target).name, comm_request_tag, encode(r));
   if (ec) logger()->warn("request to replica {} of rank {} not sent: {}", *a.target, a.source, ec.message());
   std::lock_guard lock(mu_);
   ++stats_.requests;
   return true;
 }
 
-// While waiting: the policy hears how long, and a target without routes for dead_after is dead.
+// While waiting: the policy hears how long, and a target that lost its route is left (look_after).
 void communicator::watch_target(attempt& a, source_state& st) {
+  look_after(st, a.source);
   if (!a.target) return;
-  const auto now = clock::now();
-  st.selector.on_waiting(*a.target, now - a.sent);
-  const auto j = *a.target;
-  if (!st.selector.alive(j)) {  // found dead meanwhile, by another attempt
-    a.target.reset();
-    return;
-  }
-  if (service_access::reachable(node_, st.names.at(j))) {
-    st.unreachable_since.erase(j);
-    return;
-  }
-  const auto since = st.unreachable_since.emplace(j, now).first->second;
-  if (now - since < options_.dead_after) return;
-  logger()->info("replica {} of rank {} is gone: asking another", j, a.source);
-  st.selector.on_dead(j);
-  a.target.reset();  // its answer, if one still comes, is taken all the same (recv_from)
-  std::lock_guard lock(mu_);
-  ++stats_.dead_detected;
+  st.selector.on_waiting(*a.target, clock::now() - a.sent);
+  // Its answer, if one still comes, is taken all the same (recv_from).
+  if (!st.selector.alive(*a.target)) a.target.reset();
 }
 
-// Every live replica of the source answered this attempt trimmed or fallen behind: this replica lagged too far.
-// A replica not registered yet may still hold the message, and counts as live until resolve() gives it up.
-bool communicator::all_refused(source_state& st, const attempt& a) const {
+bool communicator::all_given_up(const source_state& st) const {
+  return std::ranges::all_of(st.replicas, [](const auto& item) { return item.second.health.given_up(); });
+}
+
+// Every replica of the source that may still hold the message answered this attempt trimmed or fallen behind:
+// this replica lagged too far. One without a route, or not registered yet, may still hold it until given up.
+bool communicator::all_refused(const source_state& st, const attempt& a) const {
   if (a.refused.empty()) return false;
-  for (replica_index j = 0; j < options_.replicas; ++j)
-    if (st.selector.alive(j) && !a.refused.contains(j)) return false;
-  for (const auto& [j, name] : st.names)
-    if (st.selector.alive(j) && !a.refused.contains(j)) return false;
-  return true;
+  return std::ranges::all_of(st.replicas, [&](const auto& item) {
+    return item.second.health.given_up() || a.refused.contains(item.first);
+  });
 }
 
 // Whether the policy now prefers another replica that can be asked: registered and not refused. A preferred
@@ -378,7 +455,7 @@ bool communicator::all_refused(source_state& st, const attempt& a) const {
 // previous one stale).
 bool communicator::wants_switch(source_state& st, const attempt& a) const {
   const auto c = st.selector.choose();
-  return a.target && c && *c != *a.target && st.names.contains(*c) && !a.refused.contains(*c);
+  return a.target && c && *c != *a.target && st.replicas.at(*c).name && !a.refused.contains(*c);
 }
 
 std::optional<communicator::received> communicator::recv(int source, std::int32_t tag, std::error_code* ec,
@@ -406,11 +483,10 @@ void communicator::report_progress(rank_id s, source_state& st) {
   comm_request r = request_to(s, comm_request::kind::progress);
   r.consumed.assign(st.consumed.begin(), st.consumed.end());
   const Bytes body = encode(r);
-  // Not to a replica without a route: it died (only a target's death is noticed by the selection), and the
-  // report would wait in the overlay for nobody.
-  for (const auto& [j, name] : st.names)
-    if (st.selector.alive(j) && service_access::reachable(node_, name))
-      service_access::send(node_, name, comm_request_tag, Bytes(body));
+  // Not to a replica without a route: it may have died, and the report would wait in the overlay for nobody.
+  for (const auto& [j, source] : st.replicas)
+    if (source.name && !source.health.suspected())
+      service_access::send(node_, *source.name, comm_request_tag, Bytes(body));
 }
 
 std::optional<communicator::received> communicator::recv_from(rank_id s, std::int32_t tag, std::error_code* ec,
@@ -424,7 +500,7 @@ std::optional<communicator::received> communicator::recv_from(rank_id s, std::in
   a.source = s;
   for (;;) {
     if (!a.target && !issue(a, pull)) {
-      if (!st.selector.choose()) {
+      if (all_given_up(st)) {
         set(ec, make_error_code(PH_EUNREACH));  // every replica of s is gone: the computation cannot go on
         return std::nullopt;
       }
@@ -432,8 +508,8 @@ std::optional<communicator::received> communicator::recv_from(rank_id s, std::in
         set(ec, make_error_code(PH_ELOST));  // every live replica refused: this replica lagged too far
         return std::nullopt;
       }
-      // A replica of s not registered yet, which may still hold the message: wait for it (up to 5 dead_after,
-      // then it counts as dead).
+      // No replica of s can be asked now, but one without a route or not registered yet may come (back): wait
+      // for it until it is given up.
     }
     if (clock::now() >= deadline) {
       set(ec, make_error_code(PH_ETIMEDOUT));
@@ -568,17 +644,24 @@ std::optional<communicator::received> communicator::recv_wildcard(int source, st
 
 std::error_code communicator::finish(std::chrono::milliseconds linger) {
   for (auto& [s, st] : sources_) report_progress(s, st);
+  std::error_code ec;
+  dataspace_.decide(finished_tag(options_.rank, options_.replica), u64_bytes(1), &ec, 10s);
+  if (ec) logger()->warn("could not say in the directory that this replica finished: {}", ec.message());
   const auto until = clock::now() + linger;
+  auto next_lookup = clock::now();
   while (clock::now() < until) {
     {
       std::lock_guard lock(mu_);
       trim_log();
       if (log_.drained()) break;
     }
+    if (clock::now() >= next_lookup) {
+      look_up_receivers();
+      next_lookup = clock::now() + lookup_every;
+    }
     std::this_thread::sleep_for(50ms);
   }
-  stop_ = true;
-  if (serving_.joinable()) serving_.join();
+  stop_serving();
   std::lock_guard lock(mu_);
   if (!log_.drained()) {
     logger()->warn("finished with {} messages still logged for replicas that did not take them",

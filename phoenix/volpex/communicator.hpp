@@ -8,8 +8,8 @@
 //
 // A serving thread answers the pulls of other ranks' replicas from the log while the application computes;
 // requests for messages not sent yet wait at the sender until send() logs them. A sender replica that dies is
-// detected by its loss of routes (its neighbours' links to it break) or by the policy's timeout, and the
-// receiver asks another replica of that rank for the same message: nothing is lost or delivered twice.
+// detected by its loss of routes (its neighbours' links to it break; liveness.hpp) or by the policy's timeout,
+// and the receiver asks another replica of that rank for the same message: nothing is lost or delivered twice.
 // Receivers report what they consumed to every replica of the sender, so a log keeps an entry until every live
 // replica of the receiving rank has passed it; one that falls behind a full log gets an explicit error
 // (PH_ELOST), never a wrong message (sender_log.hpp).
@@ -39,6 +39,7 @@
 
 #include "phoenix/volpex/client.hpp"
 #include "phoenix/volpex/comm_protocol.hpp"
+#include "phoenix/volpex/liveness.hpp"
 #include "phoenix/volpex/sender_log.hpp"
 #include "phoenix/volpex/target_selection.hpp"
 
@@ -51,9 +52,11 @@ struct comm_options {
   unsigned replicas = 1;  // K, for every rank
   selection_options selection;
   std::uint64_t log_capacity_bytes = 256ull << 20;
-  // A replica whose resource name has had no route this long is taken as dead (a link that merely broke comes
-  // back well within it). A replica that never registered is given up after this long too.
-  std::chrono::milliseconds dead_after{1000};
+  // What a missing route means (liveness.hpp): a replica without one for suspect_after is not asked any more
+  // while another can be; one without one for give_up_after is given up (a receiver whose every source replica
+  // is given up gets PH_EUNREACH; a sender keeps nothing more for a receiver given up). A route that comes back
+  // makes the replica count again. A replica not registered yet counts as without a route.
+  liveness_timing liveness;
   unsigned progress_every = 16;  // a receiver reports its progress to all replicas of a source every N receives
   // false: a message leaves the sender log as soon as one replica of the receiving rank took it, as in a
   // message passing layer without sender-based logging. Only for drills and the tests that show the log is what
@@ -85,19 +88,25 @@ class communicator {
   };
   // The next message from `source` (any_source) with `tag` (any_tag). nullopt with *ec: PH_ETIMEDOUT, PH_ELOST
   // (every live replica of the source fell behind or trimmed it: this replica lagged too far), PH_EUNREACH
-  // (every replica of the source is dead), PH_EINVAL.
+  // (every replica of the source was given up: liveness.hpp), PH_EINVAL.
   std::optional<received> recv(int source, std::int32_t tag, std::error_code* ec,
                                std::chrono::milliseconds timeout = std::chrono::hours(24));
   // Reports final progress to the senders, then keeps serving until no live replica of any receiving rank
-  // needs this replica's log any more, or `linger` passes. Stops the serving thread.
+  // needs this replica's log any more, or `linger` passes, and says in the directory that this replica
+  // finished. A receiver replica without a route that finished needs nothing more; one that did not finish is
+  // given up after give_up_after; receivers registered that never asked this replica for anything are watched
+  // too, and one never registered holds the log until `linger` (it may be a replica started late). Stops the
+  // serving thread.
   std::error_code finish(std::chrono::milliseconds linger);
+  // Stops the serving thread at once (idempotent): for a process that exits without finish().
+  void stop_serving();
 
   struct stats {
     std::uint64_t sent = 0, received = 0;
     std::uint64_t requests = 0, reissued = 0;  // pulls and probes sent; of them, re-sent to another replica
     std::uint64_t not_yet = 0;                 // answers "not yet" (the target lagged)
     std::uint64_t served = 0;                  // messages this replica's log answered with
-    std::uint64_t dead_detected = 0;           // source replicas this receiver found dead
+    std::uint64_t dead_detected = 0;           // source replicas this receiver stopped asking (no route)
     std::uint64_t wildcards = 0, wildcards_decided_elsewhere = 0;
     std::uint64_t switches = 0;  // target changes by the selection policies
     sender_log::stats log;
@@ -105,11 +114,17 @@ class communicator {
   stats statistics() const;
 
  private:
+  // A replica of a sending rank, as this receiver sees it.
+  struct source_replica {
+    std::optional<vp_t> name;  // from the directory, once it registered
+    liveness health;
+    std::chrono::steady_clock::time_point next_lookup{};  // unregistered: when to look in the directory again
+  };
   struct source_state {
     explicit source_state(target_selector s) : selector(std::move(s)) {}
     target_selector selector;
-    std::map<replica_index, vp_t> names;
-    std::map<replica_index, std::chrono::steady_clock::time_point> unresolved_since, unreachable_since;
+    std::map<replica_index, source_replica> replicas;   // 0..K-1
+    std::chrono::steady_clock::time_point next_look{};  // when look_after checks the routes again
     std::map<std::int32_t, timestamp> consumed;
     std::uint64_t received = 0;
     bool pinged = false;
@@ -126,11 +141,14 @@ class communicator {
   // receiving side (application thread)
   source_state& state_of(rank_id s);
   comm_request request_to(rank_id s, comm_request::kind what) const;
-  void resolve(source_state& st, rank_id s);
+  void look_after(source_state& st, rank_id s);
+  std::optional<vp_t> look_up_name(rank_id r, replica_index j);
+  void ping_all(source_state& st, rank_id s);
   std::optional<replica_index> pick(source_state& st, rank_id s, const std::set<replica_index>& refused);
   bool issue(attempt& a, comm_request r);
   void watch_target(attempt& a, source_state& st);
-  bool all_refused(source_state& st, const attempt& a) const;
+  bool all_given_up(const source_state& st) const;
+  bool all_refused(const source_state& st, const attempt& a) const;
   bool wants_switch(source_state& st, const attempt& a) const;
   std::optional<received> recv_from(rank_id s, std::int32_t tag, std::error_code* ec,
                                     std::chrono::steady_clock::time_point deadline);
@@ -150,6 +168,7 @@ class communicator {
   void trim_log();
   bool answer_lookup(const comm_request& r, const sender_log::lookup_result& res);
   void look_after_receivers();
+  void look_up_receivers();  // application thread (it uses the directory)
   void post(vp_t to, const comm_answer& a);
 
   Node& node_;
@@ -157,6 +176,7 @@ class communicator {
   comm_options options_;
   std::map<rank_id, source_state> sources_;
   std::uint64_t next_request_ = 1;
+  std::chrono::steady_clock::time_point next_silent_lookup_{};
   std::uint64_t wildcards_ = 0;
 
   mutable std::mutex mu_;  // what both threads touch: the log, the pending pulls, the receivers, stats_
@@ -165,7 +185,8 @@ class communicator {
       pending_;  // the latest unanswered per receiver replica
   struct receiver_state {
     vp_t name = 0;
-    std::optional<std::chrono::steady_clock::time_point> unreachable_since;
+    liveness health;
+    bool finished = false;  // it said so in the directory: it needs nothing more
   };
   std::map<std::pair<rank_id, replica_index>, receiver_state> receivers_;
   stats stats_;

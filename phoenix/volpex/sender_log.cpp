@@ -120,6 +120,8 @@ void sender_log::mark_dead(rank_id dst, replica_index who) {
   mark_rank_dirty(dst);
 }
 
+void sender_log::mark_alive(rank_id dst, replica_index who) { receiver_of(dst)[who].dead = false; }
+
 bool sender_log::is_dead(rank_id dst, replica_index who) const {
   const receiver_replica* r = find_replica(dst, who);
   return r && r->dead;

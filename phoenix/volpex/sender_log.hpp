@@ -100,8 +100,11 @@ class sender_log {
   // Progress reported by a receiver replica (it may have pulled from another replica of this rank, and may be
   // ahead of what this replica has sent: the entries it already has are then dropped as soon as they are sent).
   void note_consumed(rank_id dst, replica_index who, std::int32_t tag, timestamp ts);
-  // A receiving replica detected dead: it no longer holds anything back. Final.
+  // A receiving replica given up (no route for long): it no longer holds anything back.
   void mark_dead(rank_id dst, replica_index who);
+  // It was not dead after all (its route came back): it holds back what is still here from now on; what went
+  // meanwhile is answered trimmed.
+  void mark_alive(rank_id dst, replica_index who);
   bool is_dead(rank_id dst, replica_index who) const;
 
   timestamp latest(rank_id dst, std::int32_t tag) const;  // 0 if nothing was sent on the stream

@@ -103,6 +103,15 @@ void target_selector::on_dead(replica_index j) {
   if (options_.policy == selection::hybrid) apply_ping_order_when_complete();
 }
 
+void target_selector::on_back(replica_index j) {
+  const auto it = replicas_.find(j);
+  if (it == replicas_.end() || it->second.alive) return;
+  it->second.alive = true;
+  it->second.samples.clear();
+  if (!target_ || (options_.policy == selection::team && j == self_ % std::max(1u, source_replicas_)))
+    set_target(j);
+}
+
 void target_selector::on_answer(replica_index from, std::size_t bytes, std::chrono::nanoseconds round_trip,
                                 timestamp their_latest, timestamp mine) {
   const auto it = replicas_.find(from);

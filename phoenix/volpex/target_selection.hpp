@@ -53,8 +53,11 @@
 //     count as samples; the round robin moves on after each answer from the target. A target that dies is
 //     replaced by the best measured alive replica (or, mid-round, the next one still to measure). As the paper
 //     notes, a slow replica slows every receive it serves during a round; kept as specified.
-//   - Death is final: add_replica of a replica already known (alive or dead) does nothing; a restarted replica
-//     comes back under a new index.
+//   - Death is what the owner concluded from a missing route (liveness.hpp), and a route can come back: on_back
+//     makes the replica alive again. It becomes the target when there was none, and team goes back to its
+//     replica (self mod K); the other policies take it into account at their next decision (network: when it
+//     next measures). add_replica of a replica already known does nothing; a restarted replica comes back
+//     under a new index.
 //
 // Single-threaded: the owner serialises every call. No I/O, no clock.
 #pragma once
@@ -97,6 +100,8 @@ class target_selector {
   std::optional<replica_index> choose() const;
   void add_replica(replica_index j);  // a late replica of the sending rank became known
   void on_dead(replica_index j);
+  // A replica taken for dead is reachable again: it can be chosen again, and team goes back to its own.
+  void on_back(replica_index j);
   bool alive(replica_index j) const;  // false for a replica never known
   // An answer came from `from`: `bytes` of body after `round_trip`; `their_latest` is the latest timestamp
   // `from` had on the stream, `mine` the one asked for.

@@ -1,8 +1,11 @@
-// A temporary directory removed at the end of the test, and a cluster key file in it.
+// A temporary directory removed at the end of the test, and a cluster key file in it. PHOENIX_TEST_KEEP=1 in
+// the environment keeps it (and says where) for a look at the nodes' logs.
 #pragma once
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -20,6 +23,10 @@ class temp_dir {
     std::filesystem::create_directories(path_);
   }
   ~temp_dir() {
+    if (const char* keep = std::getenv("PHOENIX_TEST_KEEP"); keep && std::string(keep) == "1") {
+      std::fprintf(stderr, "kept %s\n", path_.c_str());
+      return;
+    }
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

@@ -36,7 +36,8 @@ comm_options options_for(rank_id rank, unsigned ranks, replica_index replica, un
   o.ranks = ranks;
   o.replica = replica;
   o.replicas = replicas;
-  o.dead_after = 500ms;
+  o.liveness.suspect_after = 500ms;
+  o.liveness.give_up_after = 3s;
   return o;
 }
 

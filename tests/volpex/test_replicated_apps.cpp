@@ -92,8 +92,11 @@ TEST_CASE(
     "volpex ring: replicas killed mid-run, by a signal and while serving from their log, change nothing") {
   const std::vector<std::string> args{"1000", "3000"};
   const auto expected = run_sequential("ring", {"3", "1000", "3000"});
-  // First run: process 2's replica 1 and process 0's replica 1 are killed from outside once it is under way.
+  // First run: process 2's replica 1 and process 0's replica 1 are killed from outside once they registered
+  // and the run is under way.
   replicated_run run("ring", args, 3, 2);
+  run.cluster.wait_registered(*run.replicas[2][1]);
+  run.cluster.wait_registered(*run.replicas[0][1]);
   std::this_thread::sleep_for(300ms);
   ::kill(run.replicas[2][1]->pid, SIGKILL);
   ::kill(run.replicas[0][1]->pid, SIGKILL);
@@ -122,7 +125,7 @@ TEST_CASE(
                                                                          << cluster.children.transcript());
     if (auto l = c->line("RESULT ")) lines.push_back(*l);
   }
-  CHECK(lines == std::vector<std::string>(2, expected));
+  CHECK_MESSAGE(lines == std::vector<std::string>(2, expected), cluster.children.transcript());
   CHECK(was_killed(*crashing));
 }
 
@@ -134,7 +137,8 @@ TEST_CASE("volpex ring: a replica started after its leader finished catches up f
     volpex_cluster cluster;
     cluster.server("s1", {"--replicas", "2"});
     std::vector<std::string> env{"VOLPEX_REPLICAS=2"};
-    if (!sender_log) env.push_back("VOLPEX_SENDER_LOG=0");
+    // Without the log replicas fail by design; their peers need not wait the default 10 s to give them up.
+    if (!sender_log) env.insert(env.end(), {"VOLPEX_SENDER_LOG=0", "VOLPEX_GIVE_UP_MS=3000"});
     const auto program = volpex_cluster::program("ring");
     Child& leader = cluster.replica(program, args, 0, 3, 0, env);
     std::vector<Child*> others;

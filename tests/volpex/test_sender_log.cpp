@@ -88,6 +88,27 @@ TEST_CASE("sender log: trimmed for a dropped timestamp and for timestamp 0, foun
   CHECK(as_text(log.lookup(3, 0, 2, 2).body) == "y");
 }
 
+TEST_CASE("sender log: a replica given up and back holds back what is left, and hears trimmed for the rest") {
+  auto log = make_log(2);
+  log.append(1, 0, text("a"));
+  log.note_consumed(1, 0, 0, 1);
+  log.mark_dead(1, 1);
+  log.trim();
+  CHECK(log.drained());  // "a" went: replica 0 took it and replica 1 was given up
+  log.mark_alive(1, 1);
+  CHECK_FALSE(log.is_dead(1, 1));
+  log.append(1, 0, text("b"));
+  log.note_consumed(1, 0, 0, 2);
+  log.trim();
+  CHECK(log.statistics().entries == 1);  // "b" waits for replica 1 again
+  CHECK(log.lookup(1, 1, 0, 1).result == status::trimmed);
+  const auto b = log.lookup(1, 1, 0, 2);
+  REQUIRE(b.result == status::found);
+  CHECK(as_text(b.body) == "b");
+  log.trim();
+  CHECK(log.drained());
+}
+
 TEST_CASE("sender log: a dead replica holds nothing back") {
   auto log = make_log(2);
   log.append(1, 0, text("a"));

@@ -1,5 +1,6 @@
 // Target selection (paper 004, section 3): each policy's choices under scripted events, and the guarantees all
-// of them give — never a dead replica, nullopt only when every replica is dead.
+// of them give — never a dead replica, nullopt only when every replica is dead — also when dead replicas come
+// back.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -53,6 +54,29 @@ TEST_CASE("target selection: team pulls from replica self mod K and moves only w
   t.add_replica(1);  // known and dead: death is final
   CHECK_FALSE(t.alive(1));
   CHECK(t.choose() == at(3));
+}
+
+TEST_CASE("target selection: a replica back from the dead is chosen again: team returns to its own") {
+  target_selector team(with(selection::team), 1, 3);
+  team.on_dead(1);
+  CHECK(team.choose() == at(2));
+  team.on_back(0);  // alive already: nothing changes
+  CHECK(team.choose() == at(2));
+  team.on_back(1);
+  CHECK(team.alive(1));
+  CHECK(team.choose() == at(1));
+  CHECK(team.switches() == 2);
+  team.on_back(7);  // never known: ignored
+  CHECK_FALSE(team.alive(7));
+
+  target_selector stamp(with(selection::timestamp), 0, 2);
+  stamp.on_dead(0);
+  stamp.on_dead(1);
+  CHECK_FALSE(stamp.choose());
+  stamp.on_back(1);  // no target: the one back becomes it
+  CHECK(stamp.choose() == at(1));
+  stamp.on_back(0);  // a target already: timestamp keeps it
+  CHECK(stamp.choose() == at(1));
 }
 
 TEST_CASE("target selection: timeout abandons the target at exactly the timeout, and keeps the next one") {
@@ -220,6 +244,9 @@ TEST_CASE("target selection: no policy ever chooses a dead replica, and none cho
           if (next(4) == 0) {
             t.on_dead(j);
             dead[j] = true;
+          } else if (dead[j] && next(3) == 0) {  // its route came back
+            t.on_back(j);
+            dead[j] = false;
           }
           break;
         case 1:

@@ -1,6 +1,7 @@
-// A Volpex computation as separate processes on 127.0.0.1: volpex_server nodes that serve the dataspace (started
-// with the shell's spawn protocol, apps/launch/spawned_node.hpp) and the replicas of each application process,
-// configured through the environment as phoenix/volpex.h describes. Every process is ended by PID at the end.
+// A Volpex computation as separate processes on 127.0.0.1: volpex_server nodes that serve the dataspace
+// (started with the shell's spawn protocol, apps/launch/spawned_node.hpp) and the replicas of each application
+// process, configured through the environment as phoenix/volpex.h describes. Every process is ended by PID at
+// the end.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -33,13 +34,14 @@ class volpex_cluster {
     const auto port = children.wait_line(c, "PORT ", std::chrono::seconds(30));
     REQUIRE_MESSAGE(port, "no PORT line from " << name << "\n" << children.transcript());
     if (peers_.empty()) peers_ = port->substr(5);
-    REQUIRE_MESSAGE(children.wait_line(c, "JOINED ", std::chrono::seconds(30)),
-                    name << " did not join\n" << children.transcript());
+    REQUIRE_MESSAGE(children.wait_line(c, "JOINED ", std::chrono::seconds(30)), name << " did not join\n"
+                                                                                     << children.transcript());
     servers_.push_back(&c);
     return c;
   }
 
   // Replica `replica` of process `process` (of `processes`), running `exe args`, linked to the first server.
+  // It runs as the shell starts replicas, so it prints "REPLICA p r" once registered in the directory.
   Child& replica(const std::string& exe, const std::vector<std::string>& args, int process, int processes,
                  int replica, const std::vector<std::string>& extra_env = {}) {
     REQUIRE_MESSAGE(::access(exe.c_str(), X_OK) == 0, exe << " is not built");
@@ -50,8 +52,15 @@ class volpex_cluster {
     env.push_back("VOLPEX_PROC_ID=" + std::to_string(process));
     env.push_back("VOLPEX_NUM_PROCS=" + std::to_string(processes));
     env.push_back("VOLPEX_REPLICA=" + std::to_string(replica));
+    env.push_back("PHSH_ROLE=replica");
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     return children.spawn(name, exe, args, env, dir / (name + ".log"));
+  }
+
+  // Waits until `c` registered in the directory (it printed its REPLICA line).
+  void wait_registered(Child& c, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    REQUIRE_MESSAGE(children.wait_line(c, "REPLICA ", timeout), c.name << " did not register\n"
+                                                                       << children.transcript());
   }
 
   // Closes every server's stop line and waits for its final report (the statistics line "puts ...").

@@ -16,6 +16,10 @@
  *   VOLPEX_SELECTION     which replica of a sending process volpex_recv pulls from: team (default), timeout,
  *                        timestamp, network or hybrid (docs/volpex.md, "Target selection")
  *   VOLPEX_TIMEOUT_MS    the timeout policy's wait before it asks another replica (default 500)
+ *   VOLPEX_SUSPECT_MS    a replica without a route this long is not asked while another can be (default 1000)
+ *   VOLPEX_GIVE_UP_MS    one without a route this long is given up (default 10000): volpex_recv from a process
+ *                        whose every replica is given up fails with PH_EUNREACH; a route that comes back earlier
+ *                        (a stalled node in between) makes the replica count again
  *   VOLPEX_LOG_BYTES     the sender log's capacity (default 256 MiB); a replica that lags past it gets PH_ELOST
  *   VOLPEX_SENDER_LOG    0 for drills only: a message leaves the sender's log once one replica took it
  *   VOLPEX_CRASH_AT      optional, for fault drills: before-put:N, after-get:N, ... kill this replica (SIGKILL)
