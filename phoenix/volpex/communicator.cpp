@@ -19,7 +19,7 @@ constexpr auto answer_slice = 20ms;   // how long recv waits for an answer befor
 constexpr auto housekeeping = 100ms;  // how often the serving thread trims and looks for dead receivers
 constexpr auto ping_wait = 200ms;     // hybrid selection: how long the pings of a rank's replicas are awaited
 constexpr auto lookup_every = 250ms;  // how often a receiver looks for a source replica not registered yet
-constexpr auto silent_lookup_every = 2s;  // how often a sender looks for receivers it never heard from
+constexpr auto receiver_lookup_every = 2s;  // how often recv looks up the receivers its log waits for
 
 void set(std::error_code* ec, std::error_code value) {
   if (ec) *ec = value;
@@ -268,14 +268,16 @@ void communicator::look_after_receivers() {
   trim_log();
 }
 
-// What the directory says of receiver replicas: those that registered but never asked this replica for
-// anything (they died early, or took everything from this rank's other replicas) are watched from now on, like
-// those it heard from; one without a route that said it finished needs nothing more, and is not waited for.
+// What the directory says of the receiver replicas that the log waits for (only ranks it holds entries for are
+// looked at): those that registered but never asked this replica for anything (they died early, or took
+// everything from this rank's other replicas) are watched from now on, like those it heard from; one without a
+// route that said it finished needs nothing more, and is not waited for.
 void communicator::look_up_receivers() {
   std::vector<std::pair<rank_id, replica_index>> silent, quiet;
   {
     std::lock_guard lock(mu_);
     for (rank_id r = 0; r < options_.ranks; ++r) {
+      if (!log_.holds_for(r)) continue;
       for (replica_index j = 0; j < options_.replicas; ++j) {
         const auto it = receivers_.find({r, j});
         if (it == receivers_.end())
@@ -321,7 +323,7 @@ communicator::source_state& communicator::state_of(rank_id s) {
     it = sources_
              .emplace(s, source_state(target_selector(options_.selection, options_.replica, options_.replicas)))
              .first;
-    for (replica_index j = 0; j < options_.replicas; ++j) it->second.replicas[j];
+    for (replica_index j = 0; j < options_.replicas; ++j) it->second.replicas.try_emplace(j);
   }
   return it->second;
 }
@@ -369,10 +371,6 @@ void communicator::look_after(source_state& st, rank_id s) {
       case liveness::change::none:
         break;
     }
-  }
-  if (now >= next_silent_lookup_) {
-    look_up_receivers();
-    next_silent_lookup_ = clock::now() + silent_lookup_every;
   }
   if (options_.selection.policy == selection::hybrid && !st.pinged &&
       std::ranges::all_of(st.replicas, [](const auto& item) { return item.second.name.has_value(); }))
@@ -465,6 +463,10 @@ std::optional<communicator::received> communicator::recv(int source, std::int32_
     return std::nullopt;
   }
   const auto deadline = clock::now() + timeout;
+  if (clock::now() >= next_receiver_lookup_) {
+    look_up_receivers();
+    next_receiver_lookup_ = clock::now() + receiver_lookup_every;
+  }
   if (source == any_source || tag == any_tag) return recv_wildcard(source, tag, ec, deadline);
   return recv_from(static_cast<rank_id>(source), tag, ec, deadline);
 }

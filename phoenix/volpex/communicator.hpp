@@ -176,7 +176,7 @@ class communicator {
   comm_options options_;
   std::map<rank_id, source_state> sources_;
   std::uint64_t next_request_ = 1;
-  std::chrono::steady_clock::time_point next_silent_lookup_{};
+  std::chrono::steady_clock::time_point next_receiver_lookup_{};
   std::uint64_t wildcards_ = 0;
 
   mutable std::mutex mu_;  // what both threads touch: the log, the pending pulls, the receivers, stats_

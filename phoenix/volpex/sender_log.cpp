@@ -221,6 +221,13 @@ void sender_log::sweep_send_order() {
 
 bool sender_log::drained() const { return stats_.entries == 0; }
 
+bool sender_log::holds_for(rank_id dst) const {
+  const stream_key first{dst, std::numeric_limits<std::int32_t>::min()};
+  for (auto it = streams_.lower_bound(first); it != streams_.end() && it->first.dst == dst; ++it)
+    if (!it->second.held.empty()) return true;
+  return false;
+}
+
 sender_log::stats sender_log::statistics() const { return stats_; }
 
 }  // namespace phoenix::volpex

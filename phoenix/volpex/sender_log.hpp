@@ -119,6 +119,8 @@ class sender_log {
 
   // True when no entry is held (a finishing replica may exit without leaving anyone short).
   bool drained() const;
+  // True when some entry for rank dst is held (one of its replicas still holds it back).
+  bool holds_for(rank_id dst) const;
 
   struct stats {
     std::uint64_t entries = 0, bytes = 0;     // held now

@@ -109,6 +109,20 @@ TEST_CASE("sender log: a replica given up and back holds back what is left, and 
   CHECK(log.drained());
 }
 
+TEST_CASE("sender log: holds_for names the ranks some entry is still held for") {
+  auto log = make_log(1);
+  CHECK_FALSE(log.holds_for(1));
+  log.append(1, 3, text("a"));
+  log.append(2, 0, text("b"));
+  CHECK(log.holds_for(1));
+  CHECK(log.holds_for(2));
+  CHECK_FALSE(log.holds_for(0));
+  log.note_consumed(1, 0, 3, 1);
+  log.trim();
+  CHECK_FALSE(log.holds_for(1));  // its stream is still known, but empty
+  CHECK(log.holds_for(2));
+}
+
 TEST_CASE("sender log: a dead replica holds nothing back") {
   auto log = make_log(2);
   log.append(1, 0, text("a"));
