@@ -816,6 +816,11 @@ bool service_access::reachable(Node& node, vp_t dest) {
   return impl.progress_->call([&] { return impl.overlay_->can_reach(dest); });
 }
 
+void service_access::halt(Node& node) {
+  auto& impl = *node.impl_;
+  if (impl.running_ && impl.progress_) impl.progress_->stop_background();
+}
+
 std::optional<Message> Node::recv(int tag) { return impl_->receive(tag, clock::time_point::max()); }
 std::optional<Message> Node::try_recv(int tag) {
   if (tag < any_tag || !impl_->running_) return std::nullopt;

@@ -23,6 +23,10 @@ struct service_access {
   // Whether the node has a route to the resource name `dest` now (a node that died loses its routes as soon as
   // its neighbours' links to it break). Takes the node's progress token for a moment.
   static bool reachable(Node& node, vp_t dest);
+  // For a process that exits without finalizing (exit() after an error): stops the node's background thread,
+  // so that none of its threads runs while the process destroys its static objects (loggers among them). The
+  // node does nothing more, and its neighbours see its links break as after a crash.
+  static void halt(Node& node);
 };
 
 }  // namespace phoenix

@@ -109,14 +109,17 @@ void Session::spawn(const Command& c) {
 // -n Volpex processes of --replicas K each (phoenix/volpex.h): plain processes of the overlay that assume
 // nothing and call the dataspace served by the nodes already there. Replica r of every process is started
 // before replica r + 1 of any, so a computation starts with one replica of each as early as possible.
-void Session::spawn_replicas(const Command& c, const std::string& program, bool overlay_empty, double timeout_s) {
+void Session::spawn_replicas(const Command& c, const std::string& program, bool overlay_empty,
+                             double timeout_s) {
   if (overlay_empty)
     throw CommandError("spawn --replicas: no node serves the dataspace yet (spawn volpex_server first)");
   std::vector<std::size_t> started;
+  replica_spawns_.push_back(c.count);
   for (int replica = 0; replica < c.replicas; ++replica) {
     for (int process = 0; process < c.count; ++process) {
       NodeRecord r;
       r.name = next_name();
+      r.replica_of = NodeRecord::ReplicaOf{replica_spawns_.size() - 1, process, replica};
       r.app = program;
       r.args = c.args;
       r.host = placement_host(c.host, process, replica, c.replicas);
@@ -202,9 +205,14 @@ void Session::kill(const Command& c) {
   }
   NodeRecord& r = record(name);
   if (!alive(r)) throw CommandError(name + ": not running (" + state_text(r) + ")");
+  kill_record(r);
+  event(name + " killed");
+}
+
+void Session::kill_record(NodeRecord& r) {
   r.state = NodeState::killed;
   try {
-    control(name, "kill", std::chrono::milliseconds(1000));  // no answer is the usual answer
+    control(r.name, "kill", std::chrono::milliseconds(1000));  // no answer is the usual answer
   } catch (const CommandError&) {
   }
   if (!wait_until([&] { return !alive(r); }, 2.0)) {
@@ -214,9 +222,9 @@ void Session::kill(const Command& c) {
       run_command(argv, std::chrono::seconds(10));
     }
     spawner_.signal(r.process, SIGKILL);  // the node, or for --host the ssh that runs it
-    if (!wait_until([&] { return !alive(r); }, 5.0)) throw CommandError(name + ": still running after SIGKILL");
+    if (!wait_until([&] { return !alive(r); }, 5.0))
+      throw CommandError(r.name + ": still running after SIGKILL");
   }
-  event(name + " killed");
 }
 
 // --- views ---------------------------------------------------------------------------------------------------
@@ -319,26 +327,38 @@ void Session::watch(double seconds) {
 }
 
 // A node that joined as the computation ended may never hear that it did (its interval came after the
-// "done" passed through it): once a result is in, nodes still running after a grace are told to stop, as the
-// local launcher does (apps/launch/app_cluster.hpp).
+// "done" passed through it): once the computation is over, nodes still running after a grace are told to stop,
+// as the local launcher does (apps/launch/app_cluster.hpp). Volpex replicas are not told: a replica that has
+// not completed by then only lags behind its twins, whose work is the computation's (VolpexMPI ends a job once
+// one replica of every rank is done); it is stopped like `phsh kill` does, and that is no failure. A replica
+// that completed and still serves laggards from its sender log ends by itself (volpex_finalize is bounded),
+// and the nodes that serve the dataspace are told to stop only once no replica runs.
 void Session::wait(std::optional<double> timeout_s) {
   auto running = [&] {
     return std::count_if(records_.begin(), records_.end(), [&](const NodeRecord& r) { return alive(r); });
   };
+  const std::string grace_text = seconds_text(std::chrono::duration<double>(result_grace).count());
   std::optional<std::chrono::steady_clock::time_point> stop_at;
   auto done = [&] {
     if (running() == 0) return true;
     const auto now = std::chrono::steady_clock::now();
-    const bool result_in =
-        std::any_of(records_.begin(), records_.end(), [](auto& r) { return !r.results.empty(); });
-    if (result_in && !stop_at) stop_at = now + result_grace;
+    if (!stop_at && computation_over()) stop_at = now + result_grace;
     if (stop_at && now >= *stop_at) {
+      const bool replicas = replicas_running();
       for (auto& r : records_) {
         if (!alive(r) || r.stop_sent || !r.results.empty()) continue;  // the result's node may be checking it
-        print(r.name + ": still running " + seconds_text(std::chrono::duration<double>(result_grace).count()) +
-              " s after the result: told to stop\n");
-        spawner_.close_stdin(r.process);
-        r.stop_sent = true;
+        if (r.replica_of) {
+          if (r.completed) continue;
+          r.stop_sent = true;
+          print(r.name + ": replica " + std::to_string(r.replica_of->replica) + " of process " +
+                std::to_string(r.replica_of->process) + " still running " + grace_text +
+                " s after every process completed: stopped, as a lagging replica\n");
+          kill_record(r);
+        } else if (!replicas) {
+          print(r.name + ": still running " + grace_text + " s after the result: told to stop\n");
+          spawner_.close_stdin(r.process);
+          r.stop_sent = true;
+        }
       }
     }
     return false;
@@ -347,22 +367,62 @@ void Session::wait(std::optional<double> timeout_s) {
     throw CommandError("wait: " + std::to_string(running()) +
                        (running() == 1 ? " node process" : " node processes") + " still running after " +
                        seconds_text(*timeout_s) + " s");
+  // A replica that failed (it fell behind a log, say) is what replication is for: no problem as long as
+  // another replica of its process completed.
+  const auto completed = completed_processes();
   std::vector<std::string> problems;
-  std::size_t results = 0;
+  std::size_t results = 0, replicas_failed = 0;
   for (const auto& r : records_) {
     results += r.results.size();
     if (r.state == NodeState::killed) continue;  // killed on purpose
+    std::string problem;
     if (!r.error.empty())
-      problems.push_back(r.name + " reported an error: " + r.error);
+      problem = r.name + " reported an error: " + r.error;
     else if (r.wait_status && !(WIFEXITED(*r.wait_status) && WEXITSTATUS(*r.wait_status) == 0))
-      problems.push_back(r.name + " " + describe_wait_status(*r.wait_status));
+      problem = r.name + " " + describe_wait_status(*r.wait_status);
+    if (problem.empty()) continue;
+    if (r.replica_of && completed.contains({r.replica_of->spawn, r.replica_of->process}))
+      ++replicas_failed;
+    else
+      problems.push_back(problem);
   }
   if (!problems.empty()) {
     std::string more = problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "";
     throw CommandError("wait: " + problems.front() + more);
   }
+  std::string tolerated;
+  if (replicas_failed > 0)
+    tolerated = "; " + std::to_string(replicas_failed) +
+                (replicas_failed == 1 ? " replica failed" : " replicas failed") +
+                ", and another replica of its process completed";
   print("wait: every node process has exited (" + std::to_string(records_.size()) + "); " +
-        std::to_string(results) + (results == 1 ? " result\n" : " results\n"));
+        std::to_string(results) + (results == 1 ? " result" : " results") + tolerated + "\n");
+}
+
+// The (spawn, process) pairs of spawn --replicas with a replica that reported COMPLETED.
+std::set<std::pair<std::size_t, int>> Session::completed_processes() const {
+  std::set<std::pair<std::size_t, int>> completed;
+  for (const auto& r : records_)
+    if (r.replica_of && r.completed) completed.emplace(r.replica_of->spawn, r.replica_of->process);
+  return completed;
+}
+
+// Without Volpex replicas: once a node reported a result. With them: once every process of every
+// spawn --replicas has a replica that completed, or once no replica runs any more (they all ended, some maybe
+// failing: nothing more will come).
+bool Session::computation_over() const {
+  if (replica_spawns_.empty())
+    return std::any_of(records_.begin(), records_.end(),
+                       [](const NodeRecord& r) { return !r.results.empty(); });
+  if (!replicas_running()) return true;
+  std::size_t processes = 0;
+  for (const int n : replica_spawns_) processes += static_cast<std::size_t>(n);
+  return completed_processes().size() == processes;
+}
+
+bool Session::replicas_running() const {
+  return std::any_of(records_.begin(), records_.end(),
+                     [&](const NodeRecord& r) { return r.replica_of && alive(r); });
 }
 
 void Session::show_log(const std::string& name, int lines) {

@@ -151,6 +151,8 @@ NodeLine parse_node_line(std::string_view line) {
   } else if (auto f = arg("SUSPENDED")) {
     l.kind = NodeLine::Kind::suspended;
     l.text = *f;
+  } else if (line == "COMPLETED") {
+    l.kind = NodeLine::Kind::completed;
   } else if (line == "FINISHED") {
     l.kind = NodeLine::Kind::finished;
   } else if (auto r = arg("RESULT")) {

@@ -4,6 +4,8 @@
 // The stdout protocol of a node process started by phsh, one line each:
 //   PORT <endpoint>   JOINED <lo> <hi>   UNITS <total>   LEFT   SUSPENDED <file>   FINISHED
 //   REPLICA <process> <replica>   (a Volpex replica: it has started and assumes nothing)
+//   COMPLETED         (a Volpex replica called volpex_finalize: its computation is done; it may still serve
+//                      lagging replicas from its sender log before FINISHED)
 //   RESULT <text>     ERROR <name>: <what>                and free remarks "<name>: <text>"
 // Pure functions: no I/O.
 #pragma once
@@ -39,8 +41,8 @@ std::optional<std::vector<Interval>> parse_intervals(std::string_view text);
 std::string format_intervals(const std::vector<Interval>& intervals);
 
 struct NodeLine {
-  enum class Kind { port, joined, replica, units, left, suspended, finished, result, error, remark } kind =
-      Kind::remark;
+  enum class Kind { port, joined, replica, units, left, suspended, completed, finished, result, error, remark };
+  Kind kind = Kind::remark;
   std::string text;         // port: the endpoint; suspended: the file; result, error, remark: the text;
                             // replica: "replica R of process P"
   Interval interval;        // joined

@@ -375,6 +375,9 @@ void Session::on_line(NodeRecord& r, const std::string& text) {
       if (!line.text.empty()) r.suspend_file = line.text;
       event(r.name + " suspended to " + r.suspend_file);
       break;
+    case K::completed:
+      r.completed = true;
+      break;
     case K::finished:
       if (r.state != NodeState::left && r.state != NodeState::suspended && r.state != NodeState::killed)
         r.state = NodeState::finished;

@@ -23,8 +23,10 @@
 #include <optional>
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "phoenix/shell/command_line.hpp"
@@ -99,8 +101,16 @@ struct NodeRecord {
   std::string suspend_file;
   vp_t resource = 0;  // its resource name, once a status reply named it
   long remote_pid = 0;
-  bool stop_sent = false;  // wait closed its stdin: the computation had ended
+  bool stop_sent = false;              // wait closed its stdin, or stopped it as a lagging replica
   std::vector<std::string> extra_env;  // VOLPEX_* of a Volpex replica (spawn --replicas)
+  // A Volpex replica: which spawn --replicas started it (an index into Session::replica_spawns_), its process
+  // and replica numbers; completed once it reported COMPLETED (its computation is done).
+  struct ReplicaOf {
+    std::size_t spawn = 0;
+    int process = 0, replica = 0;
+  };
+  std::optional<ReplicaOf> replica_of;
+  bool completed = false;
 };
 
 class Session {
@@ -146,6 +156,7 @@ class Session {
   void suspend(const Command& c);
   void resume(const Command& c);
   void kill(const Command& c);
+  void kill_record(NodeRecord& r);  // the node crashes (SIGKILL); throws if it does not end
   void request_exit(NodeRecord& r, const std::string& request, NodeState doing, NodeState done,
                     double timeout_s);
   void show_nodes();
@@ -155,6 +166,9 @@ class Session {
   void write_dot(const Command& c);
   void watch(double seconds);
   void wait(std::optional<double> timeout_s);
+  bool computation_over() const;
+  bool replicas_running() const;
+  std::set<std::pair<std::size_t, int>> completed_processes() const;
   void show_log(const std::string& name, int lines);
   void sleep(double seconds);
 
@@ -196,6 +210,7 @@ class Session {
   std::vector<NodeRecord> records_;                // in the order they were started
   std::map<std::size_t, std::size_t> process_of_;  // Spawner index -> record index
   std::map<std::string, vp_t> discovered_;         // nodes seen in the overlay that this session did not start
+  std::vector<int> replica_spawns_;                // processes of each spawn --replicas, in order
   std::chrono::steady_clock::time_point started_;
   int next_number_ = 1;
   std::function<void(const std::string&)> print_event_;

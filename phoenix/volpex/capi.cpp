@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "phoenix/service_access.hpp"
 #include "phoenix/volpex/client.hpp"
 #include "phoenix/volpex/communicator.hpp"
 #include "phoenix/volpex/log.hpp"
@@ -42,11 +43,13 @@ void report_line(const std::string& line) {
 // destroy the node and the communicator under their own threads, still running. The OS reclaims them.
 std::unique_ptr<volpex_process>& process = *new std::unique_ptr<volpex_process>;
 
-// exit() without volpex_finalize: the serving thread must stop before the static objects it uses (loggers,
-// error categories) are destroyed. Registered once they all exist (the node and the communicator started),
-// this runs before their destructors do.
-void stop_serving_at_exit() {
-  if (process && process->comm) process->comm->stop_serving();
+// exit() without volpex_finalize: the serving thread and the node's background thread must stop before the
+// static objects they use (loggers, error categories) are destroyed. Registered once they all exist (the node
+// and the communicator started), this runs before their destructors do. The node's neighbours see it crash.
+void halt_at_exit() {
+  if (!process) return;
+  if (process->comm) process->comm->stop_serving();
+  phoenix::service_access::halt(process->node);
 }
 
 int code(const std::error_code& ec) {
@@ -173,7 +176,7 @@ int volpex_init(int /*argc*/, char* /*argv*/[]) {
   }
   p->id = id;
   p->count = count;
-  static const bool stops_at_exit = std::atexit(stop_serving_at_exit) == 0;
+  static const bool stops_at_exit = std::atexit(halt_at_exit) == 0;
   if (!stops_at_exit) phoenix::volpex::logger()->warn("volpex_init: exit() without volpex_finalize is unsafe");
   if (started_by_shell()) {
     report_line("PORT " + p->node.local_port());
@@ -224,6 +227,8 @@ int volpex_getNumProc(void) { return process ? process->count : -1; }
 void volpex_finalize(void) {
   std::lock_guard lock(lifecycle_mu);
   if (!process) return;
+  // Its computation is done; the shell may stop lagging twins once every process has a replica this far.
+  if (started_by_shell()) report_line("COMPLETED");
   // Lagging replicas of other processes may still pull what this one sent: serve them first (bounded).
   process->comm->finish(std::chrono::seconds(60));
   process->comm.reset();

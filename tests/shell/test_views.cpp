@@ -185,6 +185,7 @@ TEST_CASE("node process lines: every keyword, and malformed keyword lines as rem
   CHECK(parse_node_line("UNITS 99").units == 99);
   CHECK(parse_node_line("LEFT").kind == NodeLine::Kind::left);
   CHECK(parse_node_line("SUSPENDED /tmp/x.suspend").text == "/tmp/x.suspend");
+  CHECK(parse_node_line("COMPLETED").kind == NodeLine::Kind::completed);
   CHECK(parse_node_line("FINISHED").kind == NodeLine::Kind::finished);
   CHECK(parse_node_line("RESULT checksum 00ff").text == "checksum 00ff");
   const auto error = parse_node_line("ERROR n2: join: timed out");
