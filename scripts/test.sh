@@ -18,9 +18,14 @@ stage() { printf '\n==== %s (at %ds) ====\n' "$*" $((SECONDS - started)); }
 stage "setup"
 scripts/setup.sh
 
+# Line tables only (-g1): sanitizer reports and backtraces keep their files and lines, while full debug
+# information, which took a quarter to half of the compile time of the larger files, is left out.
+lines_only=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+            -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1)
+
 configure() {  # dir, extra cmake args...
   local dir=$1; shift
-  cmake -S "$root" -B "$dir" -G Ninja -DPHOENIX_WERROR=ON "$@" >/dev/null
+  cmake -S "$root" -B "$dir" -G Ninja -DPHOENIX_WERROR=ON "${lines_only[@]}" "$@" >/dev/null
 }
 
 for s in $stages; do

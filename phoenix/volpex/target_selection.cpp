@@ -130,10 +130,12 @@ void target_selector::on_not_yet(replica_index from, timestamp their_latest, tim
   if (by_timestamp && target_ == from) apply_lag_rule(their_latest, mine);
 }
 
-// Paper 004, section 3, "Timeout Based": past the timeout, ask the next replica and stay with it.
+// Paper 004, section 3, "Timeout Based": past the timeout, ask the next replica and stay with it. Network:
+// past the timeout, the wait is the target's measure (see network_censored).
 void target_selector::on_waiting(replica_index target, std::chrono::nanoseconds waited) {
-  if (options_.policy != selection::timeout || target_ != target || waited < options_.timeout) return;
-  set_target(next_alive_after(target));
+  if (target_ != target || waited < options_.timeout) return;
+  if (options_.policy == selection::timeout) set_target(next_alive_after(target));
+  if (options_.policy == selection::network) network_censored(target, waited);
 }
 
 void target_selector::on_ping(replica_index from, std::chrono::nanoseconds round_trip) {
@@ -222,6 +224,20 @@ void target_selector::network_answer(replica_index from, std::size_t bytes,
     finish_round();
   else if (target_ == from)
     set_target(next_to_measure_after(from));
+}
+
+// A replica that lags the receiver answers only once it has computed the message: measuring it would hold
+// the receiver back to its pace for the whole round (and the round robin would come back to it probe_messages
+// times). Past the timeout, the wait itself is its measure — a lower bound, and enough to rank it behind every
+// replica that answered sooner — and the round goes on without it. A chosen target that makes the receiver
+// wait that long has slowed down since it was measured: a new round starts, with this measure for it.
+void target_selector::network_censored(replica_index j, std::chrono::nanoseconds waited) {
+  if (!measuring_) start_round();
+  replicas_.at(j).samples.assign(options_.probe_messages, sample{0, waited});
+  if (round_complete())
+    finish_round();
+  else
+    set_target(next_to_measure_after(j));
 }
 
 void target_selector::network_death(replica_index j) {

@@ -26,7 +26,8 @@
 //              replicas, from (self mod K)       from each alive replica, the one with the     Performance
 //                                                lowest predicted time for the average size;   Based"
 //                                                after reevaluate_every more, round robin
-//                                                again
+//                                                again; waiting >= timeout for a replica:
+//                                                that wait is its measure (see below)
 //   hybrid     as team until every alive         its death: next alive in ping order; lag:     "Hybrid"
 //              replica has a ping round trip,    the lowest-ping alive replica known ahead
 //              then the lowest ping              of mine (none known: next in ping order);
@@ -52,7 +53,10 @@
 //     Lowest predicted wins, ties to the first in cyclic order from (self mod K). Answers from any replica
 //     count as samples; the round robin moves on after each answer from the target. A target that dies is
 //     replaced by the best measured alive replica (or, mid-round, the next one still to measure). As the paper
-//     notes, a slow replica slows every receive it serves during a round; kept as specified.
+//     notes, a slow replica slows every receive it serves during a round; bounded here by the timeout: past
+//     it, the wait counts as all of that replica's samples of the round (a lower bound on its time) and the
+//     round goes on. A chosen target that makes the receiver wait past the timeout starts a new round the
+//     same way: replicas that slow down after being measured (a machine that gets loaded) are left at once.
 //   - Death is what the owner concluded from a missing route (liveness.hpp), and a route can come back: on_back
 //     makes the replica alive again. It becomes the target when there was none, and team goes back to its
 //     replica (self mod K); the other policies take it into account at their next decision (network: when it
@@ -85,7 +89,7 @@ std::optional<selection> parse_selection(std::string_view text);  // "team", "ti
 
 struct selection_options {
   selection policy = selection::team;
-  // timeout: abandon a target after waiting this long.
+  // timeout: abandon a target after waiting this long; network: a wait this long is that replica's measure.
   std::chrono::nanoseconds timeout = std::chrono::milliseconds(500);
   timestamp threshold = 16;     // timestamp, hybrid: how far a target may lag or lead before switching
   unsigned probe_messages = 4;  // network: answers timed per replica before choosing (at least 1)
@@ -140,6 +144,7 @@ class target_selector {
 
   void network_answer(replica_index from, std::size_t bytes, std::chrono::nanoseconds round_trip);
   void network_death(replica_index j);
+  void network_censored(replica_index j, std::chrono::nanoseconds waited);
   void start_round();
   bool round_complete() const;
   void finish_round();

@@ -172,6 +172,38 @@ TEST_CASE("target selection: network measures round robin, then takes the faster
   }
 }
 
+TEST_CASE("target selection: network does not wait past the timeout for a replica, measuring or chosen") {
+  auto o = with(selection::network);
+  o.probe_messages = 2;
+  o.timeout = 500ms;
+  target_selector t(o, 0, 3);
+  CHECK(t.choose() == at(0));
+  t.on_answer(0, 100, 2ms, 1, 1);
+  CHECK(t.choose() == at(1));
+  t.on_waiting(1, 499ms);  // not yet past the timeout: still measuring 1
+  CHECK(t.choose() == at(1));
+  t.on_waiting(1, 500ms);  // 1 lags: the wait is its measure, the round goes on
+  CHECK(t.choose() == at(2));
+  t.on_answer(2, 100, 3ms, 1, 1);
+  CHECK(t.choose() == at(0));
+  t.on_answer(0, 100, 2ms, 1, 1);
+  CHECK(t.choose() == at(2));  // 2 still owes its second sample; 1 is done
+  t.on_answer(2, 100, 3ms, 1, 1);
+  CHECK(t.choose() == at(0));  // round complete: 0 (2 ms) before 2 (3 ms) before 1 (>= 500 ms)
+  const auto switches = t.switches();
+  t.on_waiting(2, 10s);  // not the target: nothing
+  CHECK(t.choose() == at(0));
+  CHECK(t.switches() == switches);
+  t.on_waiting(0, 600ms);  // the chosen target slowed down: a new round, without waiting for it again
+  CHECK(t.choose() == at(1));
+  t.on_answer(1, 100, 1ms, 1, 1);
+  CHECK(t.choose() == at(2));
+  t.on_answer(2, 100, 3ms, 1, 1);
+  t.on_answer(*t.choose(), 100, 1ms, 1, 1);
+  t.on_answer(*t.choose(), 100, 3ms, 1, 1);
+  CHECK(t.choose() == at(1));  // 1 (1 ms) is now the quickest; 0 ranks last (600 ms)
+}
+
 TEST_CASE("target selection: network predicts from latency and bandwidth at the average message size") {
   auto o = with(selection::network);
   o.probe_messages = 2;

@@ -17,6 +17,14 @@
 
 namespace phoenix::test {
 
+// Sanitized builds (ASan, TSan) run the applications several times slower: there, tests run the same protocol
+// paths at smaller sizes.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool sanitized_build = true;
+#else
+inline constexpr bool sanitized_build = false;
+#endif
+
 class volpex_cluster {
  public:
   static std::string program(const std::string& name) {
