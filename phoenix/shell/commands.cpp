@@ -114,12 +114,12 @@ void Session::spawn_replicas(const Command& c, const std::string& program, bool 
   if (overlay_empty)
     throw CommandError("spawn --replicas: no node serves the dataspace yet (spawn volpex_server first)");
   std::vector<std::size_t> started;
-  replica_spawns_.push_back(c.count);
+  const std::size_t spawn = replica_spawns_++;
   for (int replica = 0; replica < c.replicas; ++replica) {
     for (int process = 0; process < c.count; ++process) {
       NodeRecord r;
       r.name = next_name();
-      r.replica_of = NodeRecord::ReplicaOf{replica_spawns_.size() - 1, process, replica};
+      r.replica_of = NodeRecord::ReplicaOf{spawn, process, replica};
       r.app = program;
       r.args = c.args;
       r.host = placement_host(c.host, process, replica, c.replicas);
@@ -369,7 +369,7 @@ void Session::wait(std::optional<double> timeout_s) {
                        seconds_text(*timeout_s) + " s");
   // A replica that failed (it fell behind a log, say) is what replication is for: no problem as long as
   // another replica of its process completed.
-  const auto completed = completed_processes();
+  const auto completed = replica_processes(true);
   std::vector<std::string> problems;
   std::size_t results = 0, replicas_failed = 0;
   for (const auto& r : records_) {
@@ -399,25 +399,23 @@ void Session::wait(std::optional<double> timeout_s) {
         std::to_string(results) + (results == 1 ? " result" : " results") + tolerated + "\n");
 }
 
-// The (spawn, process) pairs of spawn --replicas with a replica that reported COMPLETED.
-std::set<std::pair<std::size_t, int>> Session::completed_processes() const {
-  std::set<std::pair<std::size_t, int>> completed;
+// The processes of spawn --replicas, as (spawn, process): all, or those with a replica that reported COMPLETED.
+std::set<std::pair<std::size_t, int>> Session::replica_processes(bool completed_only) const {
+  std::set<std::pair<std::size_t, int>> processes;
   for (const auto& r : records_)
-    if (r.replica_of && r.completed) completed.emplace(r.replica_of->spawn, r.replica_of->process);
-  return completed;
+    if (r.replica_of && (r.completed || !completed_only))
+      processes.emplace(r.replica_of->spawn, r.replica_of->process);
+  return processes;
 }
 
 // Without Volpex replicas: once a node reported a result. With them: once every process of every
 // spawn --replicas has a replica that completed, or once no replica runs any more (they all ended, some maybe
 // failing: nothing more will come).
 bool Session::computation_over() const {
-  if (replica_spawns_.empty())
+  if (replica_spawns_ == 0)
     return std::any_of(records_.begin(), records_.end(),
                        [](const NodeRecord& r) { return !r.results.empty(); });
-  if (!replicas_running()) return true;
-  std::size_t processes = 0;
-  for (const int n : replica_spawns_) processes += static_cast<std::size_t>(n);
-  return completed_processes().size() == processes;
+  return !replicas_running() || replica_processes(true) == replica_processes(false);
 }
 
 bool Session::replicas_running() const {

@@ -103,7 +103,7 @@ struct NodeRecord {
   long remote_pid = 0;
   bool stop_sent = false;              // wait closed its stdin, or stopped it as a lagging replica
   std::vector<std::string> extra_env;  // VOLPEX_* of a Volpex replica (spawn --replicas)
-  // A Volpex replica: which spawn --replicas started it (an index into Session::replica_spawns_), its process
+  // A Volpex replica: which spawn --replicas started it (its count in Session::replica_spawns_), its process
   // and replica numbers; completed once it reported COMPLETED (its computation is done).
   struct ReplicaOf {
     std::size_t spawn = 0;
@@ -168,7 +168,7 @@ class Session {
   void wait(std::optional<double> timeout_s);
   bool computation_over() const;
   bool replicas_running() const;
-  std::set<std::pair<std::size_t, int>> completed_processes() const;
+  std::set<std::pair<std::size_t, int>> replica_processes(bool completed_only) const;
   void show_log(const std::string& name, int lines);
   void sleep(double seconds);
 
@@ -210,7 +210,7 @@ class Session {
   std::vector<NodeRecord> records_;                // in the order they were started
   std::map<std::size_t, std::size_t> process_of_;  // Spawner index -> record index
   std::map<std::string, vp_t> discovered_;         // nodes seen in the overlay that this session did not start
-  std::vector<int> replica_spawns_;                // processes of each spawn --replicas, in order
+  std::size_t replica_spawns_ = 0;                 // how many spawn --replicas ran (NodeRecord::ReplicaOf)
   std::chrono::steady_clock::time_point started_;
   int next_number_ = 1;
   std::function<void(const std::string&)> print_event_;

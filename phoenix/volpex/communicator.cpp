@@ -305,6 +305,12 @@ void communicator::look_up_receivers() {
   }
 }
 
+void communicator::look_up_receivers_every(std::chrono::milliseconds every) {
+  if (clock::now() < next_receiver_lookup_) return;
+  look_up_receivers();
+  next_receiver_lookup_ = clock::now() + every;
+}
+
 // --- receiving ----------------------------------------------------------------------------------------------
 
 comm_request communicator::request_to(rank_id s, comm_request::kind what) const {
@@ -463,10 +469,7 @@ std::optional<communicator::received> communicator::recv(int source, std::int32_
     return std::nullopt;
   }
   const auto deadline = clock::now() + timeout;
-  if (clock::now() >= next_receiver_lookup_) {
-    look_up_receivers();
-    next_receiver_lookup_ = clock::now() + receiver_lookup_every;
-  }
+  look_up_receivers_every(receiver_lookup_every);
   if (source == any_source || tag == any_tag) return recv_wildcard(source, tag, ec, deadline);
   return recv_from(static_cast<rank_id>(source), tag, ec, deadline);
 }
@@ -650,17 +653,14 @@ std::error_code communicator::finish(std::chrono::milliseconds linger) {
   dataspace_.decide(finished_tag(options_.rank, options_.replica), u64_bytes(1), &ec, 10s);
   if (ec) logger()->warn("could not say in the directory that this replica finished: {}", ec.message());
   const auto until = clock::now() + linger;
-  auto next_lookup = clock::now();
+  next_receiver_lookup_ = {};  // at once, then more often than while computing
   while (clock::now() < until) {
     {
       std::lock_guard lock(mu_);
       trim_log();
       if (log_.drained()) break;
     }
-    if (clock::now() >= next_lookup) {
-      look_up_receivers();
-      next_lookup = clock::now() + lookup_every;
-    }
+    look_up_receivers_every(lookup_every);
     std::this_thread::sleep_for(50ms);
   }
   stop_serving();

@@ -168,7 +168,8 @@ class communicator {
   void trim_log();
   bool answer_lookup(const comm_request& r, const sender_log::lookup_result& res);
   void look_after_receivers();
-  void look_up_receivers();  // application thread (it uses the directory)
+  void look_up_receivers();                                       // application thread (it uses the directory)
+  void look_up_receivers_every(std::chrono::milliseconds every);  // unless done less than `every` ago
   void post(vp_t to, const comm_answer& a);
 
   Node& node_;
