@@ -254,10 +254,7 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   // A neighbour that is leaving carries nothing new; a link that comes up while this node leaves is told so.
   if (!nb.leaving) table_.neighbour_up(peer, clock::now());  // a full dump is due at once: it gets the table
   nb.acked_leaving = false;  // a leaving node waits for the answer on this connection, behind what it carries
-  if (leaving_) {
-    nb.linked_while_leaving = true;
-    c->send_control(make_control_frame(frame_type::leaving, {}));
-  }
+  if (leaving_) c->send_control(make_control_frame(frame_type::leaving, {}));
   c->kick();  // resend what the peer did not acknowledge, before anything new
   if (saying_goodbye_) c->send_goodbye();  // the final ack, which the peer may have missed on a broken link
   routing_changed();
@@ -271,6 +268,7 @@ void overlay::on_connection_down(const std::shared_ptr<connection>& c, const std
   if (it != neighbours_.end() && it->second->conn == c) {
     neighbour& nb = *it->second;
     nb.conn.reset();
+    nb.down_since = clock::now();
     ++links_lost_;
     logger()->log(leaving_ || nb.said_goodbye ? spdlog::level::info : spdlog::level::warn,
                   "{}: link to {} down: {}", config_.name, nb.name, reason);
@@ -561,11 +559,8 @@ void overlay::send_request(node_id to, const route_request& r) {
 // its session to deliver what it holds (resending anything else could duplicate it).
 void overlay::begin_shutdown() {
   leaving_ = true;
-  for (auto& [id, nb] : neighbours_) {
-    if (!nb->conn || !nb->conn->is_up()) continue;
-    nb->linked_while_leaving = true;
-    nb->conn->send_control(make_control_frame(frame_type::leaving, {}));
-  }
+  for (auto& [id, nb] : neighbours_)
+    if (nb->conn && nb->conn->is_up()) nb->conn->send_control(make_control_frame(frame_type::leaving, {}));
 }
 
 bool overlay::is_drained(bool wait_for_resource_names) const {
@@ -588,11 +583,17 @@ void overlay::say_goodbye() {
     if (nb->conn && nb->conn->is_up()) nb->conn->send_goodbye();
 }
 
-// A neighbour linked while this node was leaving may hold unacknowledged packets for it: it must hear the
-// final ack. One whose link was already down before (a crashed or long-gone node) is not waited for.
-bool overlay::is_farewelled() const {
-  for (const auto& [id, nb] : neighbours_)
-    if (nb->linked_while_leaving && !nb->acked_goodbye) return false;
+// Every neighbour may hold unacknowledged packets for this node: it must hear the final ack. That includes one
+// whose link broke just before this node began leaving, or while it did: the link comes back (whichever end
+// dials redials) and on_connection_up says goodbye again. One whose link has stayed down longer than
+// `presumed_crashed_after` is a crashed or long-gone node and is not waited for.
+bool overlay::is_farewelled(clock::duration presumed_crashed_after) const {
+  const auto now = clock::now();
+  for (const auto& [id, nb] : neighbours_) {
+    if (nb->acked_goodbye) continue;
+    const bool up = nb->conn && nb->conn->is_up();
+    if (up || now - nb->down_since < presumed_crashed_after) return false;
+  }
   return true;
 }
 

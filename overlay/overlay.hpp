@@ -116,12 +116,13 @@ class overlay final : public connection_owner {
   // sit on a link that is down: after a grace, a leaver stops waiting for incarnations that crashed (resource
   // names are never reused, so no later node can take them). Packets for virtual nodes always count.
   bool is_drained(bool wait_for_resource_names = true) const;
-  // Then say goodbye: the final ack, after which this node takes no data. Every neighbour linked since
-  // begin_shutdown must answer goodbye_ack (the caller waits for is_farewelled() with a deadline): one whose
-  // link broke is redialled or accepted again and told again, because a neighbour that never hears the final
-  // ack keeps what it sent here for an incarnation that will not come back.
+  // Then say goodbye: the final ack, after which this node takes no data. Every neighbour must answer
+  // goodbye_ack (the caller waits for is_farewelled() with a deadline): one whose link broke, before this node
+  // began leaving or since, is redialled or accepted again and told again, because a neighbour that never hears
+  // the final ack keeps what it sent here for an incarnation that will not come back. Only a neighbour whose
+  // link has stayed down for `presumed_crashed_after` (a cut link is redialled sooner) is not waited for.
   void say_goodbye();
-  bool is_farewelled() const;
+  bool is_farewelled(std::chrono::steady_clock::duration presumed_crashed_after) const;
   // Then stop accepting and dialling, and wait for is_quiet() before closing.
   void stop_linking();
   bool is_quiet() const;    // nothing left to write on any link
@@ -157,9 +158,9 @@ class overlay final : public connection_owner {
     std::string name;
     bool said_goodbye = false;
     bool leaving = false;       // it told us it is finalizing: not a next hop any more
-    bool acked_leaving = false;  // we are finalizing, and it answered
-    bool linked_while_leaving = false;  // we are finalizing, and it had a link since: it must hear goodbye
+    bool acked_leaving = false;         // we are finalizing, and it answered
     bool acked_goodbye = false;         // we said goodbye, and it answered
+    std::chrono::steady_clock::time_point down_since{};  // when its last link went down (while it has none)
   };
   struct dialer {
     address target;

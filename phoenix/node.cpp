@@ -34,8 +34,9 @@ using clock = std::chrono::steady_clock;
 // How long ph_finalize waits for what this node still has to send or forward before writing the rest to
 // its log (paper 3.3: it tries not to log messages meant for other nodes).
 constexpr auto drain_timeout = std::chrono::seconds(5);
-// How long a finalizing node waits for packets to resource names that no route or no link reaches: longer than
-// the default redial interval (1 s), so a link merely cut comes back and delivers them.
+// How long a finalizing node waits for packets to resource names that no route or no link reaches, and for a
+// neighbour whose link is down to come back and hear goodbye: longer than the default redial interval (1 s),
+// so a link merely cut comes back first.
 constexpr auto crashed_peer_grace = std::chrono::seconds(2);
 // How long it waits for every neighbour to answer goodbye (a link that breaks meanwhile is re-established and
 // told again), then for the last bytes to be written.
@@ -538,7 +539,10 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
     logger()->warn("{}: links did not drain within {} s; logging what is left", config_.name,
                    drain_timeout.count());
   progress_->call([&] { overlay_->say_goodbye(); });
-  if (!progress_->drive_until([&] { return overlay_->is_farewelled(); }, clock::now() + goodbye_timeout))
+  const auto presumed_crashed_after =
+      std::max<clock::duration>(crashed_peer_grace, 2 * std::chrono::milliseconds(config_.retry_interval_ms));
+  if (!progress_->drive_until([&] { return overlay_->is_farewelled(presumed_crashed_after); },
+                              clock::now() + goodbye_timeout))
     logger()->warn("{}: a neighbour did not answer goodbye within {} s; it may keep messages for this node",
                    config_.name, goodbye_timeout.count());
   progress_->call([&] { overlay_->stop_linking(); });
