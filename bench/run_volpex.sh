@@ -148,7 +148,7 @@ echo
 
 # --- 4. a killed replica ----------------------------------------------------------------------------------------
 # The kill comes after kill_after seconds by phsh's clock: the run must last well beyond it.
-if [ "$quick" = 1 ]; then ring_args="1000 2000" kill_after=0.5; else ring_args="20000 3000" kill_after=1; fi
+if [ "$quick" = 1 ]; then ring_args="1000 1000" kill_after=0.5; else ring_args="20000 3000" kill_after=1; fi
 ring_ref=$("$build/apps/volpex/ring" --sequential 3 $ring_args | grep '^RESULT ')
 phsh_run ring-calm "spawn volpex_server --replicas 2; spawn -n 3 --replicas 2 ring $ring_args; wait"
 # n1 serves; n2..n4 are replica 0 of processes 0..2, n5..n7 replica 1: n6 is replica 1 of process 1.

@@ -332,7 +332,8 @@ void Session::watch(double seconds) {
 // not completed by then only lags behind its twins, whose work is the computation's (VolpexMPI ends a job once
 // one replica of every rank is done); it is stopped like `phsh kill` does, and that is no failure. A replica
 // that completed and still serves laggards from its sender log ends by itself (volpex_finalize is bounded),
-// and the nodes that serve the dataspace are told to stop only once no replica runs.
+// and the nodes that serve the dataspace are told to stop only once no replica runs: at once then, since nobody
+// is left for them to serve.
 void Session::wait(std::optional<double> timeout_s) {
   auto running = [&] {
     return std::count_if(records_.begin(), records_.end(), [&](const NodeRecord& r) { return alive(r); });
@@ -343,8 +344,9 @@ void Session::wait(std::optional<double> timeout_s) {
     if (running() == 0) return true;
     const auto now = std::chrono::steady_clock::now();
     if (!stop_at && computation_over()) stop_at = now + result_grace;
-    if (stop_at && now >= *stop_at) {
-      const bool replicas = replicas_running();
+    const bool replicas = replicas_running();
+    const bool replicas_ended = replica_spawns_ > 0 && !replicas;
+    if (stop_at && (now >= *stop_at || replicas_ended)) {
       for (auto& r : records_) {
         if (!alive(r) || r.stop_sent || !r.results.empty()) continue;  // the result's node may be checking it
         if (r.replica_of) {
@@ -355,7 +357,9 @@ void Session::wait(std::optional<double> timeout_s) {
                 " s after every process completed: stopped, as a lagging replica\n");
           kill_record(r);
         } else if (!replicas) {
-          print(r.name + ": still running " + grace_text + " s after the result: told to stop\n");
+          print(r.name + (replicas_ended
+                              ? std::string(": every replica ended: told to stop\n")
+                              : ": still running " + grace_text + " s after the result: told to stop\n"));
           spawner_.close_stdin(r.process);
           r.stop_sent = true;
         }
