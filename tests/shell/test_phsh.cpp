@@ -128,6 +128,40 @@ std::vector<pid_t> session_members(pid_t sid) {
   return out;
 }
 
+// The process of session `sid` that runs replica `replica` of Volpex process `process` (phsh's spawn --replicas
+// sets VOLPEX_PROC_ID and VOLPEX_REPLICA in its environment), if one runs.
+std::optional<pid_t> replica_pid(pid_t sid, int process, int replica) {
+  const std::string want_process = "VOLPEX_PROC_ID=" + std::to_string(process);
+  const std::string want_replica = "VOLPEX_REPLICA=" + std::to_string(replica);
+  for (pid_t p : session_members(sid)) {
+    const std::string env = phoenix::test::read_text("/proc/" + std::to_string(p) + "/environ");
+    bool process_matches = false, replica_matches = false;
+    for (std::size_t at = 0; at < env.size();) {
+      const auto end = std::min(env.find('\0', at), env.size());
+      const std::string_view entry(env.data() + at, end - at);
+      process_matches = process_matches || entry == want_process;
+      replica_matches = replica_matches || entry == want_replica;
+      at = end + 1;
+    }
+    if (process_matches && replica_matches) return p;
+  }
+  return std::nullopt;
+}
+
+// What the sequential ring prints after "RESULT " for `args` ("3 1000 3000": processes, cells, rounds).
+std::string sequential_ring_result(const std::string& volpex_dir, const std::string& args) {
+  FILE* f = ::popen((volpex_dir + "/ring --sequential " + args).c_str(), "r");
+  REQUIRE(f);
+  char buf[256] = {};
+  const bool read = std::fgets(buf, sizeof buf, f) != nullptr;
+  ::pclose(f);
+  REQUIRE(read);
+  std::string line(buf);
+  const std::string prefix = "RESULT ";
+  REQUIRE(line.rfind(prefix, 0) == 0);
+  return line.substr(prefix.size(), line.find('\n') - prefix.size());
+}
+
 // phsh's environment: the test's without PHOENIX_* and PHSH_* variables (PHOENIX_LOG_LEVEL kept) and without
 // the ones `extra` sets, then `extra` (NAME=value).
 std::vector<std::string> environment(const std::vector<std::string>& extra) {
@@ -620,16 +654,54 @@ TEST_CASE("phsh spawn --replicas: a Volpex ring of 3 processes x 2 replicas surv
   CHECK(lines_with(lines, "n7 started: replica 1 of process 2") == 1);
   CHECK(lines_with(lines, "n3 killed") == 1);
   // Both replicas of process 0 report the sequential result.
-  FILE* f = ::popen((volpex_dir + "/ring --sequential 3 1000 3000").c_str(), "r");
-  REQUIRE(f);
-  char buf[256] = {};
-  REQUIRE(std::fgets(buf, sizeof buf, f));
-  ::pclose(f);
-  std::string expected(buf);
-  expected = expected.substr(std::string("RESULT ").size(), expected.find('\n') - std::string("RESULT ").size());
+  const auto expected = sequential_ring_result(volpex_dir, "3 1000 3000");
   CHECK(lines_with(lines, "n2 result: " + expected) == 1);
   CHECK(lines_with(lines, "n5 result: " + expected) == 1);
   CHECK(lines_with(lines, "wait: every node process has exited (7); 2 results") == 1);
+}
+
+// How `wait` ends a replicated computation (docs/shell.md, "Ending a computation"): once every process has a
+// replica that completed. Replica 1 of process 1 is stopped (SIGSTOP) mid-run, so it lags for good: it must be
+// stopped as a lagging replica, or wait would never return. Replica 1 of process 2 is killed from outside, as a
+// crash would: a failure, but another replica of that process completed, so wait succeeds and says so. The
+// timeout policy lets the replicas that pulled from the stopped one move on; under team, its whole team would
+// lag with it (docs/volpex.md).
+TEST_CASE("phsh wait: a lagging replica is stopped once every process completed, a crashed one is tolerated") {
+  const std::string volpex_dir = std::string(PHOENIX_BINARY_DIR) + "/apps/volpex";
+  REQUIRE_MESSAGE(::access((volpex_dir + "/ring").c_str(), X_OK) == 0, volpex_dir << "/ring is not built");
+  phoenix::test::temp_dir dir;
+  const auto run_dir = dir / "run";
+  // n1 serves the dataspace; n2..n4 are replica 0 of processes 0..2, n5..n7 replica 1.
+  const std::string script = "spawn volpex_server --replicas 2; spawn -n 3 --replicas 2 ring 1000 3000; wait";
+  Phsh phsh(Phsh::Mode::pipe, {"--run-dir", run_dir.string(), "-c", script},
+            environment({"PHSH_APP_PATH=" + volpex_dir, "VOLPEX_SELECTION=timeout"}), source_dir);
+  INFO("phsh's output:\n" << phsh.output() << tails(run_dir, ".err"));
+  REQUIRE(phsh.wait_for("n7 started: replica 1 of process 2", 0, script_timeout));
+  std::optional<pid_t> lagging, crashing;
+  for (int i = 0; i < 100 && !(lagging && crashing); ++i) {
+    lagging = replica_pid(phsh.pid(), 1, 1);
+    crashing = replica_pid(phsh.pid(), 2, 1);
+    if (!(lagging && crashing)) std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(lagging);
+  REQUIRE(crashing);
+  std::this_thread::sleep_for(300ms);  // into the ring's rounds
+  REQUIRE(::kill(*lagging, SIGSTOP) == 0);
+  REQUIRE(::kill(*crashing, SIGKILL) == 0);
+  const auto status = phsh.wait_exit(script_timeout);
+  CHECK_MESSAGE(exited_zero(status), "phsh " << describe(status));
+  CHECK(phsh.leftovers().empty());
+  const auto lines = lines_of(phsh.output());
+  CHECK(lines_with(lines,
+                   "n6: replica 1 of process 1 still running 5 s after every process completed: "
+                   "stopped, as a lagging replica") == 1);
+  CHECK(lines_with(lines, "n1: every replica ended: told to stop") == 1);
+  const auto expected = sequential_ring_result(volpex_dir, "3 1000 3000");
+  CHECK(lines_with(lines, "n2 result: " + expected) == 1);
+  CHECK(lines_with(lines, "n5 result: " + expected) == 1);
+  CHECK(lines_with(lines,
+                   "wait: every node process has exited (7); 2 results; 1 replica failed, and another "
+                   "replica of its process completed") == 1);
 }
 
 TEST_CASE("phsh -c stops at the first failed command with one error line and exits 1") {
