@@ -23,6 +23,11 @@ scripts/setup.sh
 lines_only=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
             -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1)
 
+# The sanitizer builds compile each target as a few unity sources (CMAKE_UNITY_BUILD): Asio, spdlog and doctest
+# are parsed and their inline code generated once per batch of files, not once per file. The ASan build took
+# 210 s instead of 304 s on 2 cores. The release build, which is what users build, stays one object per file.
+unity=(-DCMAKE_UNITY_BUILD=ON)
+
 configure() {  # dir, extra cmake args...
   local dir=$1; shift
   cmake -S "$root" -B "$dir" -G Ninja -DPHOENIX_WERROR=ON "${lines_only[@]}" "$@" >/dev/null
@@ -38,7 +43,7 @@ for s in $stages; do
       ;;
     asan)
       stage "ASan+UBSan build of the runtime and application tests"
-      configure build/asan -DCMAKE_BUILD_TYPE=Debug -DPHOENIX_SANITIZER=address -DPHOENIX_BUILD_BENCH=OFF
+      configure build/asan -DCMAKE_BUILD_TYPE=Debug -DPHOENIX_SANITIZER=address -DPHOENIX_BUILD_BENCH=OFF "${unity[@]}"
       cmake --build build/asan -j "$jobs" --target sanitizer_tests  # what the labels below run
       # The five longest application runs take 1-2 minutes each at -O0 under ASan: the release stage runs them;
       # here the apps' unit tests (pivoting, migration of records included) and their shorter cluster runs do.
@@ -48,7 +53,8 @@ for s in $stages; do
       ;;
     tsan)
       stage "TSan build of the runtime tests"
-      configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_SANITIZER=thread -DPHOENIX_BUILD_BENCH=OFF
+      configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_SANITIZER=thread -DPHOENIX_BUILD_BENCH=OFF \
+        "${unity[@]}"
       # Only what the labels unit and integration run (tests/CMakeLists.txt): the applications' programs, the
       # shell and their tests are the release and ASan stages'.
       cmake --build build/tsan -j "$jobs" --target runtime_tests

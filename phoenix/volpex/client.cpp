@@ -5,20 +5,13 @@
 #include <charconv>
 #include <thread>
 
+#include "phoenix/volpex/error_out.hpp"
 #include "phoenix/volpex/log.hpp"
 #include "phoenix/volpex/protocol.hpp"
 
 namespace phoenix::volpex {
 
 client::client(Node& node, process_id process) : node_(node), process_(process) {}
-
-namespace {
-
-void set(std::error_code* ec, std::error_code value) {
-  if (ec) *ec = value;
-}
-
-}  // namespace
 
 std::optional<reply> client::call(op kind, std::string_view tag, std::span<const std::byte> data,
                                   std::chrono::milliseconds timeout, std::error_code* ec) {
@@ -32,7 +25,7 @@ std::optional<reply> client::call(op kind, std::string_view tag, std::span<const
   ++calls_[static_cast<int>(kind)];
   maybe_crash(kind, false);
   if (auto e = service_access::send(node_, dest, request_tag, encode(r))) {
-    set(ec, e);
+    set_error(ec, e);
     return std::nullopt;
   }
   maybe_crash(kind, true);
@@ -42,7 +35,7 @@ std::optional<reply> client::call(op kind, std::string_view tag, std::span<const
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      set(ec, make_error_code(PH_ETIMEDOUT));
+      set_error(ec, make_error_code(PH_ETIMEDOUT));
       return std::nullopt;
     }
     auto m = service_access::recv_for(node_, reply_tag, left);
@@ -56,7 +49,7 @@ std::optional<reply> client::call(op kind, std::string_view tag, std::span<const
       logger()->debug("stale dataspace answer for ({}, {}): dropped", rep->id.process, rep->id.request);
       continue;
     }
-    set(ec, {});
+    set_error(ec, {});
     return rep;
   }
 }
@@ -116,7 +109,7 @@ std::optional<Bytes> client::fetch(op kind, std::string_view tag, std::error_cod
   auto rep = call(kind, tag, {}, timeout, ec);
   if (!rep) return std::nullopt;
   if (rep->result == outcome::lost || !rep->data) {
-    set(ec, make_error_code(PH_ELOST));
+    set_error(ec, make_error_code(PH_ELOST));
     return std::nullopt;
   }
   ++(rep->result == outcome::delivered ? led_ : followed_);

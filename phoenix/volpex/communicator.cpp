@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "phoenix/volpex/error_out.hpp"
 #include "phoenix/volpex/log.hpp"
 
 namespace phoenix::volpex {
@@ -20,10 +21,6 @@ constexpr auto housekeeping = 100ms;  // how often the serving thread trims and 
 constexpr auto ping_wait = 200ms;     // hybrid selection: how long the pings of a rank's replicas are awaited
 constexpr auto lookup_every = 250ms;  // how often a receiver looks for a source replica not registered yet
 constexpr auto receiver_lookup_every = 2s;  // how often recv looks up the receivers its log waits for
-
-void set(std::error_code* ec, std::error_code value) {
-  if (ec) *ec = value;
-}
 
 // Names in the dataspace that no application tag can take: they start with a byte 0x01.
 std::string directory_tag(rank_id r, replica_index j) {
@@ -465,7 +462,7 @@ bool communicator::wants_switch(source_state& st, const attempt& a) const {
 std::optional<communicator::received> communicator::recv(int source, std::int32_t tag, std::error_code* ec,
                                                          std::chrono::milliseconds timeout) {
   if (source < any_source || source >= static_cast<int>(options_.ranks) || tag < any_tag) {
-    set(ec, make_error_code(PH_EINVAL));
+    set_error(ec, make_error_code(PH_EINVAL));
     return std::nullopt;
   }
   const auto deadline = clock::now() + timeout;
@@ -506,18 +503,19 @@ std::optional<communicator::received> communicator::recv_from(rank_id s, std::in
   for (;;) {
     if (!a.target && !issue(a, pull)) {
       if (all_given_up(st)) {
-        set(ec, make_error_code(PH_EUNREACH));  // every replica of s is gone: the computation cannot go on
+        set_error(ec,
+                  make_error_code(PH_EUNREACH));  // every replica of s is gone: the computation cannot go on
         return std::nullopt;
       }
       if (all_refused(st, a)) {
-        set(ec, make_error_code(PH_ELOST));  // every live replica refused: this replica lagged too far
+        set_error(ec, make_error_code(PH_ELOST));  // every live replica refused: this replica lagged too far
         return std::nullopt;
       }
       // No replica of s can be asked now, but one without a route or not registered yet may come (back): wait
       // for it until it is given up.
     }
     if (clock::now() >= deadline) {
-      set(ec, make_error_code(PH_ETIMEDOUT));
+      set_error(ec, make_error_code(PH_ETIMEDOUT));
       return std::nullopt;
     }
     auto m = service_access::recv_for(node_, comm_answer_tag, answer_slice);
@@ -529,7 +527,7 @@ std::optional<communicator::received> communicator::recv_from(rank_id s, std::in
         st.selector.on_answer(ans->source_replica, ans->body ? ans->body->size() : 0, clock::now() - a.sent,
                               ans->latest, ts);
         note_received(s, st, tag, ts);
-        set(ec, {});
+        set_error(ec, {});
         return received{s, tag, ans->body ? Bytes(*ans->body) : Bytes()};
       }
       if (ans->id != a.id || !a.target) continue;  // for an earlier request
@@ -586,7 +584,7 @@ std::optional<communicator::received> communicator::recv_wildcard(int source, st
     return recv_from(d->first, d->second, ec, deadline);
   }
   if (dec) {
-    set(ec, dec);
+    set_error(ec, dec);
     return std::nullopt;
   }
   std::map<rank_id, attempt> probes;
@@ -624,7 +622,7 @@ std::optional<communicator::received> communicator::recv_wildcard(int source, st
       if (*choice != std::make_pair(ans->source, ans->tag))
         return recv_from(choice->first, choice->second, ec, deadline);
       note_received(ans->source, st, ans->tag, ans->ts);
-      set(ec, {});
+      set_error(ec, {});
       return received{ans->source, ans->tag, ans->body ? Bytes(*ans->body) : Bytes()};
     }
     for (auto& [s, a] : probes) {
@@ -634,7 +632,7 @@ std::optional<communicator::received> communicator::recv_wildcard(int source, st
       // Every live replica of s refused: the next message from s that this replica should see is gone (a
       // sender keeps it while this replica lives and keeps up), so no receive from s can be right any more.
       if (!a.target && all_refused(st, a)) {
-        set(ec, make_error_code(PH_ELOST));
+        set_error(ec, make_error_code(PH_ELOST));
         return std::nullopt;
       }
     }
@@ -643,7 +641,7 @@ std::optional<communicator::received> communicator::recv_wildcard(int source, st
       next_look = clock::now() + 200ms;
     }
   }
-  set(ec, dec ? dec : make_error_code(PH_ETIMEDOUT));
+  set_error(ec, dec ? dec : make_error_code(PH_ETIMEDOUT));
   return std::nullopt;
 }
 

@@ -16,7 +16,7 @@ using phoenix::Node;
 
 namespace {
 
-constexpr std::uint64_t L = 1000;
+using phoenix::test::L;
 
 // The value of a key in a `status` reply ("" if absent).
 std::string field(const std::string& status, const std::string& key) {

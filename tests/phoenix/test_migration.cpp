@@ -19,7 +19,7 @@ using phoenix::test::wait_for;
 
 namespace {
 
-constexpr std::uint64_t L = 1000;
+using phoenix::test::L;
 
 // An application whose state is one 64-bit counter per virtual node it assumes; pack and unpack move the
 // counters of an interval. Every message to vnode v adds its 8-byte value to counter v.

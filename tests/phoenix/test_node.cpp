@@ -23,7 +23,7 @@ using phoenix::Node;
 
 namespace {
 
-constexpr std::uint64_t L = 1000;
+using phoenix::test::L;
 
 phoenix::Config base_config(const std::string& name, const std::string& key) {
   return phoenix::test::node_config(name, key, L);

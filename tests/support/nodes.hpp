@@ -10,6 +10,9 @@
 
 namespace phoenix::test {
 
+// The space size of the in-process node tests.
+inline constexpr std::uint64_t L = 1000;
+
 // A node configuration for tests: space size L, the given key, a short redial interval.
 inline Config node_config(const std::string& name, const std::string& key, std::uint64_t space_size) {
   Config c;

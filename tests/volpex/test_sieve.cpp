@@ -21,10 +21,10 @@ using namespace std::chrono_literals;
 using phoenix::test::Child;
 using phoenix::test::volpex_cluster;
 
-constexpr int processes = 3;
+constexpr int sieve_processes = 3;
 constexpr int block = 10;
 const std::string limit = "2000000";
-constexpr auto run_timeout = 180s;  // the ASan build is several times slower
+constexpr auto sieve_timeout = 180s;  // the ASan build is several times slower
 
 std::string run_sequential() { return phoenix::test::run_sequential("sieve", {limit}); }
 
@@ -39,7 +39,7 @@ int logical_puts() {
     ++primes;
     for (int m = i * i; m <= root; m += i) composite[m] = true;
   }
-  return (primes + block - 1) / block + 1 + processes;
+  return (primes + block - 1) / block + 1 + sieve_processes;
 }
 
 struct put_counts {
@@ -63,8 +63,8 @@ std::vector<std::string> args() { return {limit, std::to_string(block)}; }
 std::vector<std::string> results(volpex_cluster& run, const std::vector<Child*>& replicas) {
   std::vector<std::string> out;
   for (Child* c : replicas) {
-    REQUIRE_MESSAGE(run.children.wait_exit(*c, run_timeout), c->name << " did not finish\n"
-                                                                      << run.children.transcript());
+    REQUIRE_MESSAGE(run.children.wait_exit(*c, sieve_timeout), c->name << " did not finish\n"
+                                                                       << run.children.transcript());
     if (auto r = c->line("RESULT ")) out.push_back(*r);
   }
   return out;
@@ -79,9 +79,9 @@ TEST_CASE("volpex sieve: 1, 2 and 3 replicas per process print the sequential re
     volpex_cluster run;
     Child& server = run.server("s1", {"--replicas", std::to_string(k)});
     std::vector<Child*> zero, all;
-    for (int p = 0; p < processes; ++p) {
+    for (int p = 0; p < sieve_processes; ++p) {
       for (int r = 0; r < k; ++r) {
-        Child& c = run.replica(volpex_cluster::program("sieve"), args(), p, processes, r);
+        Child& c = run.replica(volpex_cluster::program("sieve"), args(), p, sieve_processes, r);
         all.push_back(&c);
         if (p == 0) zero.push_back(&c);
       }
@@ -107,12 +107,12 @@ TEST_CASE("volpex sieve: replicas killed before a put, after a get or a read was
   volpex_cluster run;
   Child& server = run.server("s1", {"--replicas", "3"});
   std::vector<Child*> all, crashed;
-  for (int p = 0; p < processes; ++p) {
+  for (int p = 0; p < sieve_processes; ++p) {
     for (int r = 0; r < 3; ++r) {
       std::vector<std::string> env;
       for (const auto& [who, point] : crashes)
         if (who == std::make_pair(p, r)) env.push_back("VOLPEX_CRASH_AT=" + point);
-      Child& c = run.replica(volpex_cluster::program("sieve"), args(), p, processes, r, env);
+      Child& c = run.replica(volpex_cluster::program("sieve"), args(), p, sieve_processes, r, env);
       all.push_back(&c);
       if (!env.empty()) crashed.push_back(&c);
     }
@@ -145,13 +145,13 @@ TEST_CASE("volpex sieve: a replica started after its leader finished catches up 
     // second replica of the others too, the second put of a result could refill the table in time for the late
     // get without the rules: the run would show nothing.)
     std::vector<Child*> first;
-    for (int p = 0; p < processes; ++p)
-      first.push_back(&run.replica(volpex_cluster::program("sieve"), args(), p, processes, 0));
+    for (int p = 0; p < sieve_processes; ++p)
+      first.push_back(&run.replica(volpex_cluster::program("sieve"), args(), p, sieve_processes, 0));
     const auto lines = results(run, first);
     REQUIRE_MESSAGE(lines.size() == 1, run.children.transcript());
     REQUIRE(lines.front() == expected);
     // Every object process 0 got is gone from the table now; only the read log still holds them.
-    Child& late = run.replica(volpex_cluster::program("sieve"), args(), 0, processes, 1);
+    Child& late = run.replica(volpex_cluster::program("sieve"), args(), 0, sieve_processes, 1);
     if (rules) {
       const auto late_lines = results(run, {&late});
       CHECK_MESSAGE(late_lines == std::vector<std::string>{expected}, run.children.transcript());
