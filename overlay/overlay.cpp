@@ -590,9 +590,8 @@ void overlay::say_goodbye() {
 bool overlay::is_farewelled(clock::duration presumed_crashed_after) const {
   const auto now = clock::now();
   for (const auto& [id, nb] : neighbours_) {
-    if (nb->acked_goodbye) continue;
-    const bool up = nb->conn && nb->conn->is_up();
-    if (up || now - nb->down_since < presumed_crashed_after) return false;
+    // A connection not up yet is still there: it is closing, and on_connection_down will set down_since.
+    if (!nb->acked_goodbye && (nb->conn || now - nb->down_since < presumed_crashed_after)) return false;
   }
   return true;
 }

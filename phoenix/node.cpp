@@ -534,13 +534,15 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   });
   // Everything first; after a grace, no more waiting for incarnations that crashed (overlay::is_drained).
   const auto drain_deadline = clock::now() + drain_timeout;
-  if (!progress_->drive_until([&] { return overlay_->is_drained(); }, clock::now() + crashed_peer_grace) &&
+  // A link merely cut comes back within a redial interval: until twice that has passed, a peer is not presumed
+  // crashed (never sooner than crashed_peer_grace).
+  const auto presumed_crashed_after =
+      std::max<clock::duration>(crashed_peer_grace, 2 * std::chrono::milliseconds(config_.retry_interval_ms));
+  if (!progress_->drive_until([&] { return overlay_->is_drained(); }, clock::now() + presumed_crashed_after) &&
       !progress_->drive_until([&] { return overlay_->is_drained(false); }, drain_deadline))
     logger()->warn("{}: links did not drain within {} s; logging what is left", config_.name,
                    drain_timeout.count());
   progress_->call([&] { overlay_->say_goodbye(); });
-  const auto presumed_crashed_after =
-      std::max<clock::duration>(crashed_peer_grace, 2 * std::chrono::milliseconds(config_.retry_interval_ms));
   if (!progress_->drive_until([&] { return overlay_->is_farewelled(presumed_crashed_after); },
                               clock::now() + goodbye_timeout))
     logger()->warn("{}: a neighbour did not answer goodbye within {} s; it may keep messages for this node",

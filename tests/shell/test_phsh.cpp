@@ -131,19 +131,14 @@ std::vector<pid_t> session_members(pid_t sid) {
 // The process of session `sid` that runs replica `replica` of Volpex process `process` (phsh's spawn --replicas
 // sets VOLPEX_PROC_ID and VOLPEX_REPLICA in its environment), if one runs.
 std::optional<pid_t> replica_pid(pid_t sid, int process, int replica) {
-  const std::string want_process = "VOLPEX_PROC_ID=" + std::to_string(process);
-  const std::string want_replica = "VOLPEX_REPLICA=" + std::to_string(replica);
   for (pid_t p : session_members(sid)) {
-    const std::string env = phoenix::test::read_text("/proc/" + std::to_string(p) + "/environ");
-    bool process_matches = false, replica_matches = false;
-    for (std::size_t at = 0; at < env.size();) {
-      const auto end = std::min(env.find('\0', at), env.size());
-      const std::string_view entry(env.data() + at, end - at);
-      process_matches = process_matches || entry == want_process;
-      replica_matches = replica_matches || entry == want_replica;
-      at = end + 1;
-    }
-    if (process_matches && replica_matches) return p;
+    // Every entry of /proc/PID/environ ends with a NUL: with one in front, each is "\0NAME=value\0".
+    const std::string env = '\0' + phoenix::test::read_text("/proc/" + std::to_string(p) + "/environ");
+    const auto has = [&](const std::string& entry) {
+      return env.find('\0' + entry + '\0') != std::string::npos;
+    };
+    if (has("VOLPEX_PROC_ID=" + std::to_string(process)) && has("VOLPEX_REPLICA=" + std::to_string(replica)))
+      return p;
   }
   return std::nullopt;
 }
