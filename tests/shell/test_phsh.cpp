@@ -666,12 +666,15 @@ TEST_CASE("phsh wait: a lagging replica is stopped once every process completed,
   REQUIRE_MESSAGE(::access((volpex_dir + "/ring").c_str(), X_OK) == 0, volpex_dir << "/ring is not built");
   phoenix::test::temp_dir dir;
   const auto run_dir = dir / "run";
-  // n1 serves the dataspace; n2..n4 are replica 0 of processes 0..2, n5..n7 replica 1.
-  const std::string script = "spawn volpex_server --replicas 2; spawn -n 3 --replicas 2 ring 1000 3000; wait";
+  // n1 serves the dataspace; n2..n4 are replica 0 of processes 0..2, n5..n7 replica 1. The signals come once
+  // the spawn command has completed (every replica joined), which the table of `nodes` shows: spawn fails if
+  // a node it starts dies before it joined.
+  const std::string script =
+      "spawn volpex_server --replicas 2; spawn -n 3 --replicas 2 ring 1000 3000; nodes; wait";
   Phsh phsh(Phsh::Mode::pipe, {"--run-dir", run_dir.string(), "-c", script},
             environment({"PHSH_APP_PATH=" + volpex_dir, "VOLPEX_SELECTION=timeout"}), source_dir);
   INFO("phsh's output:\n" << phsh.output() << tails(run_dir, ".err"));
-  REQUIRE(phsh.wait_for("n7 started: replica 1 of process 2", 0, script_timeout));
+  REQUIRE(phsh.wait_for("STATE", 0, script_timeout));  // the last word of the nodes table's header
   std::optional<pid_t> lagging, crashing;
   for (int i = 0; i < 100 && !(lagging && crashing); ++i) {
     lagging = replica_pid(phsh.pid(), 1, 1);
