@@ -590,7 +590,8 @@ void overlay::say_goodbye() {
 bool overlay::is_farewelled(clock::duration presumed_crashed_after) const {
   const auto now = clock::now();
   for (const auto& [id, nb] : neighbours_) {
-    // A connection not up yet is still there: it is closing, and on_connection_down will set down_since.
+    // While a connection exists (up, in its handshake or closing), the neighbour may still answer; once it is
+    // gone, on_connection_down has set down_since.
     if (!nb->acked_goodbye && (nb->conn || now - nb->down_since < presumed_crashed_after)) return false;
   }
   return true;

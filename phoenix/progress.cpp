@@ -44,9 +44,8 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
     const auto now = clock::now();
     if (now >= deadline) {
       if (turned) break;
-      poll_some();
       turned = true;
-      ok = done();
+      ok = poll_some(done).done || done();
       continue;
     }
     turned = true;
@@ -56,16 +55,13 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       std::this_thread::yield();
       acquire();
     } else if (now < spin_until) {
-      // done() after every handler: the one that delivered the message returns at once, without another
-      // epoll_wait (a system call, 1-2 us on a virtual machine) to find nothing more ready. Nothing ready:
-      // yield, in case the thread we wait for (the peer process, say) shares this core.
-      std::size_t ran = 0;
-      while (ran < poll_batch && io_.poll_one()) {
-        ++ran;
-        if ((ok = done())) break;
+      const auto turn = poll_some(done);
+      if (turn.done) {
+        ok = true;
+        break;  // done() took what it waited for: asking again would take the next one
       }
-      if (ok) break;
-      if (ran == 0) std::this_thread::yield();
+      // Nothing ready: yield, in case the thread we wait for (the peer process, say) shares this core.
+      if (turn.ran == 0) std::this_thread::yield();
     } else {
       io_.run_one_for(std::min<clock::duration>(deadline - now, std::chrono::milliseconds(20)));
     }
@@ -77,10 +73,18 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
 
 // poll() would run until nothing is ready, which under a flood of arriving messages is never: each read
 // completes at once and starts the next. A bounded batch keeps the caller's deadline and done() honest.
-std::size_t progress_engine::poll_some() {
-  std::size_t ran = 0;
-  while (ran < poll_batch && io_.poll_one()) ++ran;
-  return ran;
+// done() is asked after every handler, so the one that delivered the awaited message is the last one run: no
+// further epoll_wait (a system call, 1-2 us on a virtual machine) to find nothing more ready.
+progress_engine::polled progress_engine::poll_some(const std::function<bool()>& done) {
+  polled p;
+  while (p.ran < poll_batch && io_.poll_one()) {
+    ++p.ran;
+    if (done && done()) {
+      p.done = true;
+      break;
+    }
+  }
+  return p;
 }
 
 void progress_engine::background_loop() {

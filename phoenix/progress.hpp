@@ -80,7 +80,12 @@ class progress_engine {
   void acquire();
   void release();
   void background_loop();
-  std::size_t poll_some();  // runs at most poll_batch ready handlers; returns how many ran
+  // Runs at most poll_batch ready handlers, fewer if done() (when given) holds after one.
+  struct polled {
+    std::size_t ran = 0;
+    bool done = false;  // done() held (and was not asked again)
+  };
+  polled poll_some(const std::function<bool()>& done = {});
   static constexpr std::size_t poll_batch = 64;
 
   asio::io_context io_;

@@ -503,8 +503,8 @@ std::optional<communicator::received> communicator::recv_from(rank_id s, std::in
   for (;;) {
     if (!a.target && !issue(a, pull)) {
       if (all_given_up(st)) {
-        set_error(ec,
-                  make_error_code(PH_EUNREACH));  // every replica of s is gone: the computation cannot go on
+        // Every replica of s is gone: the computation cannot go on.
+        set_error(ec, make_error_code(PH_EUNREACH));
         return std::nullopt;
       }
       if (all_refused(st, a)) {
