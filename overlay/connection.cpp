@@ -48,7 +48,10 @@ std::uint64_t connection::bytes_queued() const {
 // --- reading ------------------------------------------------------------------------------------------------
 
 void connection::read_more() {
-  stream_read(decoder_.prepare(), [self = shared_from_this()](std::error_code ec, std::size_t n) {
+  if (state_ == state::closed || state_ == state::closing) return;
+  const auto into = decoder_.prepare();
+  read_capacity_ = into.size();
+  stream_read(into, [self = shared_from_this()](std::error_code ec, std::size_t n) {
     self->on_read(ec, n);
   });
 }
@@ -70,7 +73,15 @@ void connection::on_read(std::error_code ec, std::size_t n) {
     }
     if (!dispatch(f) || state_ == state::closed || state_ == state::closing) return;
   }
-  read_more();
+  // A short read emptied the socket, so a read started now would find nothing: a wasted system call (about a
+  // microsecond on a virtual machine) between the message just delivered and the thread waiting for it. The
+  // next read starts in a handler of its own instead, after the receiving thread, which asks after every
+  // handler, has taken its message (phoenix/progress.hpp).
+  if (n < read_capacity_) {
+    asio::post(executor(), [self = shared_from_this()] { self->read_more(); });
+  } else {
+    read_more();
+  }
 }
 
 bool connection::dispatch(frame_view& f) {

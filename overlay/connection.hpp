@@ -127,6 +127,7 @@ class connection : public std::enable_shared_from_this<connection> {
   node_id peer_ = 0;
   std::string peer_name_;
   frame_decoder decoder_;
+  std::size_t read_capacity_ = 0;  // the size of the buffer given to the read in flight
   link_session* session_ = nullptr;
 
   // Writing: control frames go first; one write in flight.
