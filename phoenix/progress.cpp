@@ -34,12 +34,14 @@ void progress_engine::release() {
 
 bool progress_engine::drive_until(const std::function<bool()>& done, clock::time_point deadline) {
   acquire();
-  const auto spin_until = clock::now() + spin_time;
+  const auto started = clock::now();
+  auto spin_until = started + spin_time;
   bool ok = done();
   // Even a deadline already passed (try_recv, poll) gives the network one non-blocking turn: an application that
   // only ever polls between pieces of work keeps the background thread away (linger_time), so without this turn
   // its links, handshakes and migrations would stand still until it blocks.
   bool turned = false;
+  unsigned empty_polls = 0;
   while (!ok) {
     const auto now = clock::now();
     if (now >= deadline) {
@@ -60,8 +62,13 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
         ok = true;
         break;  // done() took what it waited for: asking again would take the next one
       }
-      // Nothing ready: yield, in case the thread we wait for (the peer process, say) shares this core.
-      if (turn.ran == 0) std::this_thread::yield();
+      // While handlers keep running (a large message streaming in, the peer draining what we sent), keep
+      // spinning: blocking would make every next chunk pay for a wake-up.
+      if (turn.ran > 0) spin_until = std::min(now + spin_time, started + busy_spin_limit);
+      // Nothing ready: now and then yield, in case the thread we wait for (the peer process, say) shares this
+      // core. Not every time: a yield is a system call (1-2 us on a virtual machine), and one between every
+      // poll delays noticing the message by that much when the peer has a core of its own.
+      if (turn.ran == 0 && ++empty_polls % yield_every == 0) std::this_thread::yield();
     } else {
       io_.run_one_for(std::min<clock::duration>(deadline - now, std::chrono::milliseconds(20)));
     }

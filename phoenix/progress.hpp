@@ -71,9 +71,11 @@ class progress_engine {
   // thread costs 25-30 us on this kind of machine, and a compute-bound application looks often).
   bool background_driving() const { return background_driving_.load(std::memory_order_acquire); }
 
-  // How long an application thread spins before blocking, and how long the background thread keeps away
-  // after the application left the API.
+  // How long an application thread spins before blocking (after the last handler that ran), and how long the
+  // background thread keeps away after the application left the API.
   static constexpr std::chrono::microseconds spin_time{50};
+  // While handlers keep running, the spin goes on for spin_time after the last one, up to this long in all.
+  static constexpr std::chrono::microseconds busy_spin_limit{2000};
   static constexpr std::chrono::microseconds linger_time{500};
 
  private:
@@ -87,6 +89,7 @@ class progress_engine {
   };
   polled poll_some(const std::function<bool()>& done = {});
   static constexpr std::size_t poll_batch = 64;
+  static constexpr unsigned yield_every = 4;  // empty polls of a spin between two yields of the core
 
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
