@@ -67,18 +67,28 @@ for s in $stages; do
       CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_BUILD_FUZZ=ON \
         -DPHOENIX_BUILD_TESTS=OFF -DPHOENIX_BUILD_BENCH=OFF
       cmake --build build/fuzz -j "$jobs" --target fuzz_frame_decoder fuzz_route_message
+      # The harnesses run side by side, one per core: each fuzzes on one thread.
+      pids=()
       for h in frame_decoder route_message; do
-        corpus=$(mktemp -d)
-        cp "tests/fuzz/corpus/$h"/* "$corpus"/
-        echo "fuzz_$h: ${fuzz_seconds}s"
+        corpus=build/fuzz/corpus_$h
+        rm -rf "$corpus" && mkdir -p "$corpus" && cp "tests/fuzz/corpus/$h"/* "$corpus"/
+        build/fuzz/tests/fuzz/fuzz_$h -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+          -artifact_prefix=build/fuzz/ "$corpus" >"build/fuzz/fuzz_$h.log" 2>&1 &
+        pids+=($!)
+      done
+      i=0
+      for h in frame_decoder route_message; do
         log=build/fuzz/fuzz_$h.log
-        if ! build/fuzz/tests/fuzz/fuzz_$h -max_total_time="$fuzz_seconds" -print_final_stats=1 -artifact_prefix=build/fuzz/ "$corpus" >"$log" 2>&1; then
+        if ! wait "${pids[$i]}"; then
+          kill "${pids[@]}" 2>/dev/null || true
           tail -40 "$log"
           echo "fuzz_$h found a failure; the input is in build/fuzz (crash-*)" >&2
           exit 1
         fi
+        echo "fuzz_$h: ${fuzz_seconds}s"
         grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done)' "$log" || true
-        rm -rf "$corpus"
+        rm -rf "build/fuzz/corpus_$h"
+        i=$((i + 1))
       done
       ;;
     install)
