@@ -5,9 +5,11 @@
 #include <openssl/evp.h>
 #include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,7 +23,8 @@ namespace phoenix::overlay {
 namespace {
 
 using clock = std::chrono::steady_clock;
-constexpr std::size_t stage_bytes = 64 * 1024;  // coalesces small frames; libssh2 cuts packets of 32 KiB
+constexpr std::size_t stage_bytes = 64 * 1024;     // coalesces small frames; libssh2 cuts packets of 32 KiB
+constexpr std::size_t in_place_bytes = 16 * 1024;  // a buffer at least this large is written without a copy
 
 void init_libssh2_once() {
   static std::once_flag once;
@@ -165,7 +168,8 @@ void ssh_channel::async_write(std::span<const asio::const_buffer> buffers, handl
   write_buffers_.assign(buffers.begin(), buffers.end());
   write_index_ = write_offset_ = write_total_ = 0;
   stage_.clear();
-  stage_sent_ = 0;
+  piece_ = {};
+  piece_sent_ = 0;
   write_handler_ = std::move(h);
   if (error_ || closing_ || !session_)
     return complete(write_handler_, error_ ? error_ : asio::error::operation_aborted, 0);
@@ -215,34 +219,45 @@ bool ssh_channel::step() {
   return progress;
 }
 
-void ssh_channel::refill_stage() {
+// The next piece to hand libssh2: the rest of a large buffer in place (its bytes stay valid and unchanged
+// until the write completes, so an EAGAIN retry sees the same memory), or small frames coalesced into the stage,
+// so that a burst of small frames makes full SSH packets instead of one packet each.
+void ssh_channel::next_piece() {
   stage_.clear();
-  stage_sent_ = 0;
+  piece_sent_ = 0;
   while (write_index_ < write_buffers_.size() && stage_.size() < stage_bytes) {
     const auto& b = write_buffers_[write_index_];
     const auto* p = static_cast<const std::byte*>(b.data()) + write_offset_;
-    const std::size_t n = std::min(b.size() - write_offset_, stage_bytes - stage_.size());
+    const std::size_t left = b.size() - write_offset_;
+    if (left >= in_place_bytes) {
+      if (!stage_.empty()) break;  // what is staged goes first
+      piece_ = {p, left};
+      ++write_index_, write_offset_ = 0;
+      return;
+    }
+    const std::size_t n = std::min(left, stage_bytes - stage_.size());
     stage_.insert(stage_.end(), p, p + n);
     write_offset_ += n;
     if (write_offset_ == b.size()) ++write_index_, write_offset_ = 0;
   }
+  piece_ = stage_;
 }
 
 bool ssh_channel::step_write() {
   bool progress = false;
   while (write_handler_) {
-    if (stage_sent_ == stage_.size()) {
-      write_total_ += stage_.size();
-      refill_stage();
-      if (stage_.empty()) {
+    if (piece_sent_ == piece_.size()) {
+      write_total_ += piece_.size();
+      next_piece();
+      if (piece_.empty()) {
         complete(write_handler_, {}, write_total_);
         return true;
       }
     }
     if (session_->is_backlogged()) break;  // the flush of the session's output resumes us
     // After EAGAIN this is called again with exactly the same pointer and length (libssh2's rule).
-    const auto rc = libssh2_channel_write(channel_, reinterpret_cast<const char*>(stage_.data() + stage_sent_),
-                                          stage_.size() - stage_sent_);
+    const auto rc = libssh2_channel_write(channel_, reinterpret_cast<const char*>(piece_.data() + piece_sent_),
+                                          piece_.size() - piece_sent_);
     if (rc == LIBSSH2_ERROR_EAGAIN || rc == 0) break;  // the SSH window is full: wait for an adjustment
     if (rc < 0) {
       if (session_->is_session_error(static_cast<int>(rc))) {
@@ -252,7 +267,7 @@ bool ssh_channel::step_write() {
       }
       return true;
     }
-    stage_sent_ += static_cast<std::size_t>(rc);
+    piece_sent_ += static_cast<std::size_t>(rc);
     progress = true;
   }
   return progress;
@@ -345,6 +360,7 @@ void ssh_session::on_connected() {
   if (!session_) return fail({"cannot create an SSH session (libssh2)"});
   // Every byte libssh2 sends goes through on_send into out_ (see the header: why it never returns EAGAIN).
   libssh2_session_callback_set(session_, LIBSSH2_CALLBACK_SEND, reinterpret_cast<void*>(&ssh_session::on_send));
+  libssh2_session_callback_set(session_, LIBSSH2_CALLBACK_RECV, reinterpret_cast<void*>(&ssh_session::on_recv));
   libssh2_session_set_blocking(session_, 0);
   libssh2_keepalive_config(session_, 1, static_cast<unsigned>(options_.keepalive_interval.count()));
   phase_ = phase::handshake;
@@ -352,11 +368,37 @@ void ssh_session::on_connected() {
   kick();
 }
 
+// Straight to the socket while nothing waits before these bytes (so the gateway starts on a packet while the
+// next is being encrypted, and bytes are not copied twice); whatever the socket does not take, now or after an
+// error, waits in out_ for flush(), which also reports a broken socket outside libssh2's call.
 ssize_t ssh_session::on_send(int, const void* buffer, std::size_t length, int, void** abstract) {
   auto* self = static_cast<ssh_session*>(*abstract);
   const auto* p = static_cast<const std::byte*>(buffer);
-  self->out_.insert(self->out_.end(), p, p + length);
+  std::size_t sent = 0;
+  if (self->out_sent_ == self->out_.size()) {
+    std::error_code ec;
+    sent = self->socket_.send(asio::buffer(p, length), 0, ec);
+    if (ec) sent = 0;
+  }
+  self->out_.insert(self->out_.end(), p + sent, p + length);
   return static_cast<ssize_t>(length);
+}
+
+// libssh2 reads until the socket says EAGAIN, and every channel read or write begins by reading: without this,
+// a round trip would cost several recv calls that find nothing. Once a read has come back short (the socket had
+// nothing more) or with EAGAIN, the socket counts as drained until the next readiness event, and reads until
+// then report EAGAIN without a system call. Nothing is missed: data arriving meanwhile makes the next
+// async_wait(wait_read) complete (Asio re-arms the descriptor when the wait starts).
+ssize_t ssh_session::on_recv(int socket, void* buffer, std::size_t length, int flags, void** abstract) {
+  auto* self = static_cast<ssh_session*>(*abstract);
+  if (self->input_drained_) return -EAGAIN;
+  const ssize_t n = ::recv(socket, buffer, length, flags);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) self->input_drained_ = true;
+    return -errno;
+  }
+  if (static_cast<std::size_t>(n) < length) self->input_drained_ = true;
+  return n;
 }
 
 void ssh_session::kick() {
@@ -613,6 +655,7 @@ void ssh_session::arm_waits() {
     socket_.async_wait(asio::socket_base::wait_read, [this, self = shared_from_this()](std::error_code ec) {
       read_waiting_ = false;
       if (ec || has_failed()) return;
+      input_drained_ = false;
       last_input_ = clock::now();
       pump();
     });
@@ -702,6 +745,7 @@ void ssh_session::teardown() {
   tick_.cancel();
   resolver_.cancel();
   socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  input_drained_ = false;  // every read now fails at once: libssh2 stops waiting
   for (auto& c : channels_) c->detach();
   channels_.clear();
   if (session_) {

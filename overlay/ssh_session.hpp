@@ -91,7 +91,7 @@ class ssh_channel {
   bool step_read();
   bool wants_input() const;  // a pending call will read from the session (so the socket is worth waiting on)
   bool is_finished() const { return channel_ == nullptr; }
-  void refill_stage();
+  void next_piece();
   void complete(handler& h, std::error_code ec, std::size_t n);
   void fail(std::error_code ec);
   void detach();  // the session is gone: libssh2 freed the channel with it
@@ -107,12 +107,14 @@ class ssh_channel {
   handler read_handler_;
 
   std::vector<asio::const_buffer> write_buffers_;
-  std::size_t write_index_ = 0;   // next buffer to copy into the stage
+  std::size_t write_index_ = 0;   // next buffer to take a piece from
   std::size_t write_offset_ = 0;  // within it
   std::size_t write_total_ = 0;
   handler write_handler_;
-  std::vector<std::byte> stage_;  // small frames coalesced into SSH packets; unchanged while a write is EAGAIN
-  std::size_t stage_sent_ = 0;
+  std::vector<std::byte> stage_;  // small frames coalesced into SSH packets
+  // What libssh2_channel_write is given: stage_, or a large buffer in place. Unchanged while a write is EAGAIN.
+  std::span<const std::byte> piece_;
+  std::size_t piece_sent_ = 0;
 };
 
 class ssh_session : public std::enable_shared_from_this<ssh_session> {
@@ -166,6 +168,7 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   bool is_session_error(int rc) const;
   std::string last_error() const;
   static ssize_t on_send(int socket, const void* buffer, std::size_t length, int flags, void** abstract);
+  static ssize_t on_recv(int socket, void* buffer, std::size_t length, int flags, void** abstract);
 
   static constexpr std::size_t out_high_water = 1u << 20;
 
@@ -193,6 +196,7 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   std::size_t out_sent_ = 0;
   bool pump_posted_ = false, in_pump_ = false;
   bool read_waiting_ = false, write_waiting_ = false;
+  bool input_drained_ = false;  // the socket had nothing more to read since the last readiness event
 };
 
 }  // namespace phoenix::overlay
