@@ -25,6 +25,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 constexpr std::size_t stage_bytes = 64 * 1024;     // coalesces small frames; libssh2 cuts packets of 32 KiB
 constexpr std::size_t in_place_bytes = 16 * 1024;  // a buffer at least this large is written without a copy
+constexpr std::size_t send_batch_bytes = 128 * 1024;  // output written during a pump round once this much waits
 
 void init_libssh2_once() {
   static std::once_flag once;
@@ -368,19 +369,15 @@ void ssh_session::on_connected() {
   kick();
 }
 
-// Straight to the socket while nothing waits before these bytes (so the gateway starts on a packet while the
-// next is being encrypted, and bytes are not copied twice); whatever the socket does not take, now or after an
-// error, waits in out_ for flush(), which also reports a broken socket outside libssh2's call.
+// Appends to out_; once a burst has put send_batch_bytes there, writes it out at once (so the gateway starts on
+// those packets while the next are encrypted) instead of after the whole pump round. Smaller output waits for
+// the end of the round, so that one write (and one wake-up of sshd) carries all of it. Errors are left to
+// flush(), outside libssh2's call.
 ssize_t ssh_session::on_send(int, const void* buffer, std::size_t length, int, void** abstract) {
   auto* self = static_cast<ssh_session*>(*abstract);
   const auto* p = static_cast<const std::byte*>(buffer);
-  std::size_t sent = 0;
-  if (self->out_sent_ == self->out_.size()) {
-    std::error_code ec;
-    sent = self->socket_.send(asio::buffer(p, length), 0, ec);
-    if (ec) sent = 0;
-  }
-  self->out_.insert(self->out_.end(), p + sent, p + length);
+  self->out_.insert(self->out_.end(), p, p + length);
+  if (self->out_.size() - self->out_sent_ >= send_batch_bytes) self->write_out();
   return static_cast<ssize_t>(length);
 }
 
@@ -675,12 +672,13 @@ void ssh_session::arm_waits() {
   }
 }
 
-void ssh_session::flush() {
+// Writes out_ until the socket takes no more; returns the socket's error, if any (would_block is none).
+std::error_code ssh_session::write_out() {
   while (out_sent_ < out_.size()) {
     std::error_code ec;
     const std::size_t n = socket_.send(asio::buffer(out_.data() + out_sent_, out_.size() - out_sent_), 0, ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-    if (ec) return fail({"SSH connection to " + name_ + " failed: " + ec.message()});
+    if (ec) return ec;
     out_sent_ += n;
   }
   if (out_sent_ == out_.size()) {
@@ -690,6 +688,11 @@ void ssh_session::flush() {
     out_.erase(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(out_sent_));
     out_sent_ = 0;
   }
+  return {};
+}
+
+void ssh_session::flush() {
+  if (const auto ec = write_out()) fail({"SSH connection to " + name_ + " failed: " + ec.message()});
 }
 
 void ssh_session::arm_tick() {

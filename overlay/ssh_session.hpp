@@ -160,6 +160,7 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   std::string check_host_key();
   void arm_waits();
   void flush();
+  std::error_code write_out();
   void on_tick();
   void arm_tick();
   void fail(ssh_failure f);
