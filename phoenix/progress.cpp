@@ -35,8 +35,9 @@ void progress_engine::release() {
 bool progress_engine::drive_until(const std::function<bool()>& done, clock::time_point deadline) {
   acquire();
   const auto started = clock::now();
-  auto spin_until = started + spin_time;
   bool ok = done();
+  const bool spin = !ok && deadline > started && should_spin();
+  auto spin_until = spin ? started + spin_time : started;
   // Even a deadline already passed (try_recv, poll) gives the network one non-blocking turn: an application that
   // only ever polls between pieces of work keeps the background thread away (linger_time), so without this turn
   // its links, handshakes and migrations would stand still until it blocks.
@@ -74,8 +75,20 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
     }
     ok = done();
   }
+  if (spin) spin_misses_ = ok && clock::now() <= spin_until ? 0 : std::min(spin_misses_ + 1, max_spin_misses);
   release();
   return ok;
+}
+
+// Spinning pays when the awaited message comes within spin_time. When replies take longer (through an SSH
+// gateway, a relay, a peer that computes first), the spinning thread only takes a core from the processes that
+// produce the reply -- on a 2-CPU machine, from sshd and the peer node. So after max_spin_misses waits in a row
+// that spinning did not end, drive_until blocks at once, except on every spin_probe_every-th wait, which spins
+// to find out whether replies have become fast again. Only spins count: a blocked wait says nothing about how
+// soon the reply came, since it includes the wake-up.
+bool progress_engine::should_spin() {
+  if (spin_misses_ < max_spin_misses) return true;
+  return ++spin_probe_ % spin_probe_every == 0;
 }
 
 // poll() would run until nothing is ready, which under a flood of arriving messages is never: each read

@@ -6,9 +6,10 @@
 //
 //   * an application thread inside the API. ph_send runs the send inline when the token is free (the write
 //     reaches the socket before ph_send returns) and posts it otherwise. ph_recv waits by driving the event
-//     loop itself: it spins on poll() for a few microseconds, then blocks in the event loop's epoll_wait. An
-//     arriving message wakes the very thread that waits for it: no hand-off between threads, which on this
-//     kind of machine costs 25-30 us per wake-up (MPI progress engines work the same way).
+//     loop itself: it spins on poll() for a few microseconds (unless recent spins were in vain), then
+//     blocks in the event loop's epoll_wait. An arriving message wakes the very thread that waits for it: no
+//     hand-off between threads, which on this kind of machine costs 25-30 us per wake-up (MPI progress
+//     engines work the same way).
 //   * the node's background thread, which keeps forwarding, acknowledging and routing while the
 //     application computes. It stays away while an application thread holds or wants the token, and for a
 //     short linger after the application last left the API, so that a tight send/receive loop never has to
@@ -71,8 +72,9 @@ class progress_engine {
   // thread costs 25-30 us on this kind of machine, and a compute-bound application looks often).
   bool background_driving() const { return background_driving_.load(std::memory_order_acquire); }
 
-  // How long an application thread spins before blocking (after the last handler that ran), and how long the
-  // background thread keeps away after the application left the API.
+  // How long an application thread spins before blocking (after the last handler that ran; unless recent
+  // spins were in vain: should_spin), and how long the background thread keeps away after the application
+  // left the API.
   static constexpr std::chrono::microseconds spin_time{50};
   // While handlers keep running, the spin goes on for spin_time after the last one, up to this long in all.
   static constexpr std::chrono::microseconds busy_spin_limit{2000};
@@ -82,6 +84,9 @@ class progress_engine {
   void acquire();
   void release();
   void background_loop();
+  bool should_spin();
+  static constexpr unsigned max_spin_misses = 4;
+  static constexpr unsigned spin_probe_every = 16;
   // Runs at most poll_batch ready handlers, fewer if done() (when given) holds after one.
   struct polled {
     std::size_t ran = 0;
@@ -99,6 +104,9 @@ class progress_engine {
   std::atomic<bool> stop_{false};
   std::atomic<bool> background_driving_{false};
   std::thread background_;
+  // Waits in a row whose spin ended without the message, and blocked waits since the last spin (should_spin);
+  // touched holding the token.
+  unsigned spin_misses_ = 0, spin_probe_ = 0;
 };
 
 }  // namespace phoenix
