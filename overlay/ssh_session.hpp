@@ -14,9 +14,13 @@
 // one session that rule cannot be kept locally (a read may send a window adjustment, a keepalive may be due),
 // and breaking it loses data silently (libssh2 1.10's send_existing reports the next caller's packet as sent
 // while it only finished the old one). So libssh2's send callback never returns EAGAIN: it appends the
-// encrypted bytes to the session's output buffer, which the session writes to the socket on wait_write
-// readiness. Channel writes pause while that buffer holds more than a high-water mark (back-pressure). A
-// channel write that returns EAGAIN (its SSH window is full) is retried later with exactly the same buffer.
+// encrypted bytes to the session's output buffer, which the session writes at the end of every pump round and,
+// during a burst, whenever send_batch_bytes wait; what the socket does not take waits for wait_write readiness.
+// Channel writes pause while that buffer holds more than a high-water mark (back-pressure). A channel write
+// that returns EAGAIN (its SSH window is full) is retried later with exactly the same buffer.
+//
+// Reads: libssh2's receive callback remembers that the socket was drained (a short read or EAGAIN) and answers
+// EAGAIN without a system call until the next wait_read readiness (every libssh2 call reads first).
 //
 // Failure: a session that fails (gateway unreachable, handshake, host key, authentication, socket error, or no
 // data from the gateway for `dead_after` while keepalives were due) fails every channel and pending open;
