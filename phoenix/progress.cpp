@@ -65,7 +65,7 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       }
       // While handlers keep running (a large message streaming in, the peer draining what we sent), keep
       // spinning: blocking would make every next chunk pay for a wake-up.
-      if (turn.ran > 0) spin_until = std::min(now + spin_time, started + busy_spin_limit);
+      if (turn.ran > 0) spin_until = std::min(now + busy_spin_time, started + busy_spin_limit);
       // Nothing ready: now and then yield, in case the thread we wait for (the peer process, say) shares this
       // core. Not every time: a yield is a system call (1-2 us on a virtual machine), and one between every
       // poll delays noticing the message by that much when the peer has a core of its own.
@@ -107,19 +107,27 @@ progress_engine::polled progress_engine::poll_some(const std::function<bool()>& 
   return p;
 }
 
+// While an application thread keeps using the event loop, each look costs this thread a wake-up and the
+// application's core a context switch (on 2 cores both run application threads). So the naps between looks
+// double while the application stays, up to max_nap, and shrink back to the linger once this thread drives.
 void progress_engine::background_loop() {
+  clock::duration nap = linger_time;
+  const auto napped = [&](clock::duration at_least) {
+    std::this_thread::sleep_for(std::max(at_least, nap));
+    nap = std::min<clock::duration>(nap * 2, max_nap);
+  };
   while (!stop_.load(std::memory_order_relaxed)) {
     const auto left = clock::time_point(clock::duration(app_left_at_.load(std::memory_order_relaxed)));
     const auto away = clock::now() - left;
     if (app_wanting_.load(std::memory_order_relaxed) > 0 || away < linger_time) {
-      std::this_thread::sleep_for(linger_time - std::min<clock::duration>(away, linger_time) +
-                                  std::chrono::microseconds(20));
+      napped(linger_time - std::min<clock::duration>(away, linger_time) + std::chrono::microseconds(20));
       continue;
     }
     if (!token_.try_lock()) {
-      std::this_thread::sleep_for(linger_time);
+      napped(linger_time);
       continue;
     }
+    nap = linger_time;
     background_driving_.store(true, std::memory_order_release);
     if (io_.run_one_for(std::chrono::milliseconds(100))) poll_some();  // a batch of what is ready, then let go
     background_driving_.store(false, std::memory_order_release);

@@ -76,9 +76,13 @@ class progress_engine {
   // spins were in vain: should_spin), and how long the background thread keeps away after the application
   // left the API.
   static constexpr std::chrono::microseconds spin_time{50};
-  // While handlers keep running, the spin goes on for spin_time after the last one, up to this long in all.
+  // Once handlers run (traffic is flowing), the spin goes on for busy_spin_time after the last one, up to
+  // busy_spin_limit in all.
+  static constexpr std::chrono::microseconds busy_spin_time{250};
   static constexpr std::chrono::microseconds busy_spin_limit{2000};
   static constexpr std::chrono::microseconds linger_time{500};
+  // The longest the background thread naps between two looks while the application keeps the loop busy.
+  static constexpr std::chrono::microseconds max_nap{4000};
 
  private:
   void acquire();
