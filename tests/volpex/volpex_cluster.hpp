@@ -13,17 +13,10 @@
 #include <vector>
 
 #include "support/children.hpp"
+#include "support/sanitizer.hpp"
 #include "support/temp_dir.hpp"
 
 namespace phoenix::test {
-
-// Sanitized builds (ASan, TSan) run the applications several times slower: there, tests run the same protocol
-// paths at smaller sizes.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool sanitized_build = true;
-#else
-inline constexpr bool sanitized_build = false;
-#endif
 
 class volpex_cluster {
  public:
