@@ -111,20 +111,17 @@ progress_engine::polled progress_engine::poll_some(const std::function<bool()>& 
 // application's core a context switch (on 2 cores both run application threads). So the naps between looks
 // double while the application stays, up to max_nap, and shrink back to the linger once this thread drives.
 void progress_engine::background_loop() {
-  clock::duration nap = linger_time;
-  const auto napped = [&](clock::duration at_least) {
-    std::this_thread::sleep_for(std::max(at_least, nap));
+  clock::duration nap = linger_time;  // never shorter than what is left of the linger
+  const auto napped = [&] {
+    std::this_thread::sleep_for(nap);
     nap = std::min<clock::duration>(nap * 2, max_nap);
   };
   while (!stop_.load(std::memory_order_relaxed)) {
     const auto left = clock::time_point(clock::duration(app_left_at_.load(std::memory_order_relaxed)));
-    const auto away = clock::now() - left;
-    if (app_wanting_.load(std::memory_order_relaxed) > 0 || away < linger_time) {
-      napped(linger_time - std::min<clock::duration>(away, linger_time) + std::chrono::microseconds(20));
-      continue;
-    }
-    if (!token_.try_lock()) {
-      napped(linger_time);
+    const bool app_stays =
+        app_wanting_.load(std::memory_order_relaxed) > 0 || clock::now() - left < linger_time;
+    if (app_stays || !token_.try_lock()) {
+      napped();
       continue;
     }
     nap = linger_time;
