@@ -2,9 +2,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <phoenix/bytes.hpp>
 #include <thread>
 #include <vector>
+
+#include "overlay/frame.hpp"
 
 using phoenix::Bytes;
 
@@ -72,6 +75,19 @@ TEST_CASE("pooled buffers behave as vectors: growth keeps the contents, copies a
   a.clear();
   a.shrink_to_fit();
   CHECK(a.capacity() == 0);
+}
+
+TEST_CASE("a pooled body starts where it sits on the wire, behind its heads, and a huge-page block at its page") {
+  pool_reset reset;
+  const auto page_offset = [](const Bytes& b) { return reinterpret_cast<std::uintptr_t>(b.data()) % 4096; };
+  const Bytes body(1 << 20);
+  CHECK(page_offset(body) == phoenix::overlay::frame_header_bytes + phoenix::overlay::data_head_bytes);
+  const Bytes huge(4 << 20);
+  CHECK(page_offset(huge) == 0);
+  // Every byte can be written: the mapping covers the lead too (without it the last bytes would fault).
+  Bytes full(1 << 20);
+  std::fill(full.begin(), full.end(), std::byte{3});
+  CHECK(full.back() == std::byte{3});
 }
 
 TEST_CASE("threads allocating and freeing at once leave a consistent cache") {
