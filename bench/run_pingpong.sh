@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/run_pingpong.sh — Open MPI anchor and phoenix (1 hop, 3 hops, 4 senders) in one invocation, then a
-# markdown table of medians and ratios. The anchor is measured again here, not copied from ANCHORS.md: the
+# bench/run_pingpong.sh — Open MPI anchor, phoenix (1 hop, 3 hops, 4 senders) and the socket floor
+# (socket_pingpong.c) in one invocation, then a markdown table of medians and ratios. The anchor is measured again here, not copied from ANCHORS.md: the
 # machines are shared and noisy, and only figures from the same invocation divide meaningfully.
 #
 # Usage: bench/run_pingpong.sh [BUILD_DIR]     (default build/release; REPS=N sets --reps, default 5)
@@ -13,7 +13,8 @@ run_timeout_s=900  # per run; a run normally takes well under a minute
 
 pingpong="$build/bench/phoenix_pingpong"
 mpi_bench="$build/bench/mpi_pingpong"
-for exe in "$pingpong" "$mpi_bench"; do
+socket_bench="$build/bench/socket_pingpong"
+for exe in "$pingpong" "$mpi_bench" "$socket_bench"; do
   if [ ! -x "$exe" ]; then
     echo "run_pingpong: $exe not found; build first (mpi_pingpong needs MPI for C at configure time)" >&2
     exit 1
@@ -46,6 +47,8 @@ run_step() {
 run_step mpi mpirun --allow-run-as-root --oversubscribe -np 2 \
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
   --mca pml ob1 --mca btl tcp,self "$mpi_bench" --reps "$reps"
+# The floor: the system calls of a phoenix link alone, bodies placed as phoenix's buffer pool places them.
+run_step socket "$socket_bench" --reps "$reps" --body-offset 48
 run_step phoenix-1hop "$pingpong" --hops 1 --reps "$reps" --test latency,bandwidth,rate
 run_step phoenix-3hop "$pingpong" --hops 3 --reps "$reps" --test latency,bandwidth,rate
 run_step phoenix-rate4 "$pingpong" --reps "$reps" --test rate4
@@ -68,26 +71,27 @@ cat "$out"/* | awk '
   $1 == "RESULT" {
     key = $3 " " $4
     value[$2, key] = $5; unit[$2, key] = $6
-    if ($2 != "phoenix-rate4" && !(key in seen)) { seen[key] = 1; order[++n] = key }
+    if ($2 != "phoenix-rate4" && $2 != "socket" && !(key in seen)) { seen[key] = 1; order[++n] = key }
     if ($2 == "phoenix-rate4") rate4[++n4] = key
   }
   END {
-    print "| test | size | Open MPI | phoenix 1-hop | ratio | phoenix 3-hop |"
-    print "| --- | --- | --- | --- | --- | --- |"
+    print "| test | size | Open MPI | phoenix 1-hop | ratio | phoenix 3-hop | socket floor |"
+    print "| --- | --- | --- | --- | --- | --- | --- |"
     for (i = 1; i <= n; ++i) {
       split(order[i], part, " ")
-      printf "| %s | %s | %s | %s | %s | %s |\n", part[1], human(part[2]), cell("mpi", order[i]),
-             cell("phoenix-1hop", order[i]), ratio(order[i]), cell("phoenix-3hop", order[i])
+      printf "| %s | %s | %s | %s | %s | %s | %s |\n", part[1], human(part[2]), cell("mpi", order[i]),
+             cell("phoenix-1hop", order[i]), ratio(order[i]), cell("phoenix-3hop", order[i]), cell("socket", order[i])
     }
     for (i = 1; i <= n4; ++i) {
       split(rate4[i], part, " ")
-      printf "| rate, 4 senders | %s | — | %s | — | — |\n", human(part[2]), cell("phoenix-rate4", rate4[i])
+      printf "| rate, 4 senders | %s | — | %s | — | — | — |\n", human(part[2]), cell("phoenix-rate4", rate4[i])
     }
   }'
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo
-echo "Medians of $reps runs each; ratio = phoenix 1-hop / Open MPI (latency: lower is better; bandwidth and rate: higher is better)."
+echo "Medians of $reps runs each; ratio = phoenix 1-hop / Open MPI (latency: lower is better; bandwidth and rate: higher is better);"
+echo "socket floor = bench/socket_pingpong.c, the system calls of a phoenix link without the runtime."
 echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -m), $(nproc) CPUs, ${cpu:-unknown CPU}; Open MPI over loopback TCP (btl tcp,self)."
 if [ ${#failed[@]} -gt 0 ]; then
   echo "run_pingpong: FAILED: ${failed[*]}" >&2
