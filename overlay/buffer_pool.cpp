@@ -5,13 +5,13 @@
 // transparent huge pages (one fault per 2 MiB instead of 512). The pool caches at most `limit` bytes; a block
 // freed beyond that is unmapped at once.
 //
-// A block's data starts data_lead bytes into its mapping (below the huge-page classes: lead_of): where a message body sits in a write, behind its
-// frame header and data head. The kernel copies a write into the socket's page fragments, and in a
-// request-reply exchange (everything sent before acknowledged) from the start of a page on, so the body lands
-// data_lead bytes past a page boundary, on both ends. Stored at the same offset, the body is copied between
-// equally aligned addresses; 48 bytes apart, the CPU's string copy (rep movsb) ran at less than half the speed
-// on the AMD EPYC of bench/README.md: 1 MiB ping-pong 3,310 -> 3,830 MB/s, median of eight alternating runs
-// (bench/socket_pingpong, the bare system calls, --body-offset 0 against 48: 4,000 -> 6,700 MB/s).
+// Below the huge-page classes (lead_of), a block's data starts data_lead bytes into its mapping: where a message
+// body sits in a write, behind its frame header and data head. The kernel copies a write into the socket's page
+// fragments, and in a request-reply exchange (everything sent before acknowledged) from the start of a page on,
+// so the body lands data_lead bytes past a page boundary, on both ends. Stored at the same offset, the body is
+// copied between equally aligned addresses; 48 bytes apart, the CPU's string copy (rep movsb) ran at less than
+// half the speed on the AMD EPYC of bench/README.md: 1 MiB ping-pong 3,310 -> 3,830 MB/s, median of eight
+// alternating runs (bench/socket_pingpong, the bare system calls, --body-offset 0 against 48: 4,000 -> 6,700).
 #include <sys/mman.h>
 
 #include <array>
