@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/run_pingpong.sh — Open MPI anchor, phoenix (1 hop, 3 hops, 4 senders) and the socket floor
-# (socket_pingpong.c) in one invocation, then a markdown table of medians and ratios. The anchor is measured again here, not copied from ANCHORS.md: the
-# machines are shared and noisy, and only figures from the same invocation divide meaningfully.
+# (socket_pingpong.c) in one invocation, then a markdown table of medians and ratios. The anchor is measured
+# again here, not copied from ANCHORS.md: the machines are shared and noisy, and only figures from the same
+# invocation divide meaningfully.
 #
 # Usage: bench/run_pingpong.sh [BUILD_DIR]     (default build/release; REPS=N sets --reps, default 5)
 # Progress goes to stderr, the table to stdout. Exits non-zero if any run failed (its row then shows "—").

@@ -12,8 +12,8 @@ constexpr std::uint64_t max_bytes_per_write = 4u << 20;
 // One read takes at most this much, even when a large body could take more. While a large message streams in
 // over loopback, reads of 32-64 KiB keep the sender's pipeline full: the receiver gives the socket back and
 // opens the window after every skb or two. Reads of whatever has arrived (128 KiB and more) nearly halve the
-// throughput on the 2-CPU machine of bench/README.md (bench/socket_pingpong, 1 MiB messages: 6,700 MB/s with
-// 64 KiB reads, 3,800 MB/s with --read-max 1048576).
+// throughput on the 2-CPU machine of bench/README.md (bench/socket_pingpong --body-offset 48, 1 MiB messages,
+// four alternating runs: 6,070-6,490 MB/s with 64 KiB reads, 3,900-4,130 MB/s with --read-max 1048576).
 constexpr std::size_t max_read_bytes = 64u << 10;
 }  // namespace
 
