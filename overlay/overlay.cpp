@@ -12,6 +12,10 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// How long a packet that used up its hop budget waits before it is tried again with a fresh one, unless the
+// routes change first (hold_out_of_hops). Long against a loopback hop, short against what a loop costs.
+constexpr auto hop_retry_delay = std::chrono::milliseconds(100);
+
 std::vector<route_interval> to_route_intervals(const interval_set& s) {
   std::vector<route_interval> out;
   for (const auto& i : s.intervals()) out.push_back(route_interval{i.lo, i.hi});
@@ -32,7 +36,8 @@ overlay::overlay(asio::io_context& io, overlay_config config, node_id self, deli
       self_(self),
       deliver_(std::move(deliver)),
       table_(self, make_route_params(config_), clock::now()),
-      routing_timer_(io) {
+      routing_timer_(io),
+      hop_retry_timer_(io) {
   conn_params_.cluster_key = config_.cluster_key;
   conn_params_.space_size = config_.space_size;
   conn_params_.self = self_;
@@ -55,6 +60,7 @@ overlay::~overlay() {
   for (auto& [key, s] : ssh_sessions_) s->close();
   if (acceptor_) acceptor_->close();
   routing_timer_.cancel();
+  hop_retry_timer_.cancel();
 }
 
 // --- endpoints ----------------------------------------------------------------------------------------------
@@ -455,8 +461,7 @@ void overlay::route(packet p) {
     deliver_(std::move(p));
     return;
   }
-  // The hop limit is the last guard against a loop the feasibility condition missed: hold, never drop.
-  if (p.hops_left == 0) return hold(std::move(p));
+  if (p.hops_left == 0) return hold_out_of_hops(std::move(p));
   const auto nh = next_hop_for(p.dest);
   if (!nh) return hold(std::move(p));
   --p.hops_left;
@@ -473,6 +478,27 @@ void overlay::forward(node_id next_hop, packet p) {
 void overlay::hold(packet p) {
   waiting_bytes_ += p.footprint();
   waiting_.push_back(std::move(p));
+}
+
+// The hop limit is the last guard against a loop: hold, never drop. Routes to a source are loop-free
+// (route_table.hpp), but which source assumes a virtual node is every node's own view while a migration's
+// updates spread, and two nodes that disagree can pass a packet back and forth until one of them learns.
+// The updates that end such a loop may all have arrived at the node holding the packet, so its next routing
+// change may never come: the packet is tried again after hop_retry_delay whatever happens, and sooner if the
+// routes change. A loop that outlasts the retry costs one budget of hops per retry, and shows in out_of_hops.
+void overlay::hold_out_of_hops(packet p) {
+  ++out_of_hops_;
+  logger()->debug("{}: a packet for {} from {:x} used up its hops; held for {} ms", config_.name, p.dest,
+                  p.source, hop_retry_delay.count());
+  hold(std::move(p));
+  if (hop_retry_armed_) return;
+  hop_retry_armed_ = true;
+  hop_retry_timer_.expires_after(hop_retry_delay);
+  hop_retry_timer_.async_wait([this](std::error_code ec) {
+    if (ec) return;
+    hop_retry_armed_ = false;
+    flush_waiting();
+  });
 }
 
 // Waiting packets go out in the order they came, each either sent or held again behind the ones before it.
@@ -652,7 +678,14 @@ overlay_view overlay::view() const {
   }
   v.waiting_messages = waiting_.size();
   v.waiting_bytes = waiting_bytes_;
+  constexpr std::size_t listed = 16;
+  for (const auto& p : waiting_) {
+    if (v.waiting_for.size() == listed) break;
+    if (std::find(v.waiting_for.begin(), v.waiting_for.end(), p.dest) == v.waiting_for.end())
+      v.waiting_for.push_back(p.dest);
+  }
   v.links_lost = links_lost_;
+  v.out_of_hops = out_of_hops_;
   return v;
 }
 

@@ -68,7 +68,9 @@ struct overlay_view {
   std::vector<link_view> links;
   std::uint64_t waiting_messages = 0;
   std::uint64_t waiting_bytes = 0;
+  std::vector<std::uint64_t> waiting_for;  // distinct destinations of waiting packets, the first few
   std::uint64_t links_lost = 0;
+  std::uint64_t out_of_hops = 0;  // packets that used up their hop budget here (held, then re-routed)
 };
 
 class overlay final : public connection_owner {
@@ -176,6 +178,7 @@ class overlay final : public connection_owner {
   std::optional<node_id> next_hop_for(std::uint64_t dest) const;
   void forward(node_id next_hop, packet p);
   void hold(packet p);
+  void hold_out_of_hops(packet p);
   void flush_waiting();
   void account(std::int64_t delta);
 
@@ -210,10 +213,13 @@ class overlay final : public connection_owner {
   route_table table_;
   std::uint64_t seen_generation_ = 0;
   asio::steady_timer routing_timer_;
+  asio::steady_timer hop_retry_timer_;  // armed while a packet out of hops waits (see hold_out_of_hops)
+  bool hop_retry_armed_ = false;
   interval_set own_;
   std::deque<packet> waiting_;
   std::uint64_t waiting_bytes_ = 0;
   std::uint64_t links_lost_ = 0;
+  std::uint64_t out_of_hops_ = 0;
   std::uint64_t routing_bytes_sent_ = 0;
   std::atomic<std::uint64_t> held_bytes_{0};
   std::map<std::string, std::chrono::steady_clock::time_point> refusals_warned_;

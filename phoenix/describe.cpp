@@ -15,7 +15,14 @@ std::string describe(const std::vector<Interval>& v) {
 std::string describe(const RoutingSnapshot& s) {
   std::ostringstream out;
   out << "node " << s.self << " seqno " << s.seqno << " assumes " << describe(s.assumed) << "; "
-      << s.waiting_messages << " messages waiting for a route\n";
+      << s.waiting_messages << " messages waiting for a route";
+  if (!s.waiting_for.empty()) {
+    out << " (to";
+    for (auto d : s.waiting_for) out << " " << d;
+    out << ")";
+  }
+  if (s.out_of_hops > 0) out << "; " << s.out_of_hops << " used up their hops here";
+  out << "\n";
   out << "  links:\n";
   for (const auto& l : s.links)
     out << "    " << (l.outbound ? "-> " : "<- ") << l.address << "  " << l.state << "  peer " << l.peer

@@ -923,7 +923,9 @@ RoutingSnapshot Node::Impl::snapshot() {
     s.links.push_back({l.peer, l.address, l.state, l.outbound, l.unacked, l.bytes_queued});
   s.waiting_messages = v.waiting_messages;
   s.waiting_bytes = v.waiting_bytes;
+  s.waiting_for = v.waiting_for;
   s.links_lost = v.links_lost;
+  s.out_of_hops = v.out_of_hops;
   return s;
 }
 

@@ -194,7 +194,8 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
     const bool quiet = Clock::now() >= chaos_until && !snap.migration_locked && !snap.migration_attempting;
     report_line(pipes.report_fd, "COUNT " + a.child + " " + std::to_string(count) + " " +
                                      std::to_string(finals) + " " + std::to_string(migrations) + " " +
-                                     std::to_string(cuts) + " " + (quiet ? "1" : "0"));
+                                     std::to_string(cuts) + " " + (quiet ? "1" : "0") + " " +
+                                     std::to_string(snap.out_of_hops));
   };
   for (;;) {
     if (auto m = node.recv_for(tag_data, 5ms)) {
@@ -274,12 +275,15 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
         const auto snap = node.routing_snapshot();
         std::ofstream(dir / ("stuck-" + a.child))
             << "resource " << snap.self << ": locked " << snap.migration_locked << " by "
-            << snap.migration_lock_holder << ", attempting " << snap.migration_attempting << '\n';
+            << snap.migration_lock_holder << ", attempting " << snap.migration_attempting << '\n'
+            << describe(snap);
         throw std::runtime_error("a migration attempt or lock outlived the chaos by 10 s");
       }
       report_count();
       const auto snap = node.routing_snapshot();
-      std::ofstream(dir / ("holds-" + a.child)) << "resource " << snap.self << ": " << holdings(snap) << '\n';
+      std::ofstream(dir / ("holds-" + a.child))
+          << "resource " << snap.self << ": " << holdings(snap) << '\n'
+          << (snap.waiting_messages > 0 ? describe(snap) : std::string());
       if (auto ec = node.finalize()) throw std::runtime_error("finalize: " + ec.message());
       app.save(dir / ("final-" + a.child));
       break;
@@ -424,7 +428,7 @@ result run(const spec& s, void (*progress)(const std::string&)) {
   launch::ProcessGroup group;
   std::map<std::string, std::string> ports;     // child -> port
   std::map<std::size_t, std::uint64_t> counts;  // process index -> messages it retired
-  std::map<std::size_t, std::uint64_t> migrations, cuts;
+  std::map<std::size_t, std::uint64_t> migrations, cuts, out_of_hops;
   auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
@@ -483,7 +487,8 @@ result run(const spec& s, void (*progress)(const std::string&)) {
     } else if (word == "COUNT") {
       std::uint64_t receipts = 0;
       int is_quiet = 0;
-      line >> receipts >> counts[ev->child] >> migrations[ev->child] >> cuts[ev->child] >> is_quiet;
+      line >> receipts >> counts[ev->child] >> migrations[ev->child] >> cuts[ev->child] >> is_quiet >>
+          out_of_hops[ev->child];
       quiet[ev->child] = is_quiet == 1;
       std::uint64_t retired = 0;
       for (auto [c, n] : counts) retired += n;
@@ -535,6 +540,7 @@ result run(const spec& s, void (*progress)(const std::string&)) {
   if (!group.stop_all(30s)) r.errors.push_back("a process did not finish cleanly");
   for (auto [c, n] : migrations) r.migrations += n;
   for (auto [c, n] : cuts) r.cuts += n;
+  for (auto [c, n] : out_of_hops) r.out_of_hops += n;
   check_receipts(s, dir, r);
   check_ownership(dir, r);
   // Diagnostics: the processes stuck in a migration, and (when a message went missing) what each still held.
@@ -542,8 +548,9 @@ result run(const spec& s, void (*progress)(const std::string&)) {
     const auto name = entry.path().filename().string();
     const bool stuck = name.rfind("stuck-", 0) == 0;
     if (!stuck && (r.missing == 0 || name.rfind("holds-", 0) != 0)) continue;
-    std::string text;
-    std::getline(std::ifstream(entry.path()) >> std::ws, text);
+    std::ostringstream file;
+    file << std::ifstream(entry.path()).rdbuf();
+    const std::string text = file.str();
     r.errors.push_back(name.substr(6) + (stuck ? " still in a migration at the end: " : " held at the end: ") +
                        text);
   }

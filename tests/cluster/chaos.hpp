@@ -45,6 +45,7 @@ struct result {
   std::uint64_t ownership_events = 0;
   bool covered = false;  // the final intervals are disjoint and cover [0, L)
   std::uint64_t migrations = 0, cuts = 0;
+  std::uint64_t out_of_hops = 0;  // packets that used up their hop limit (transient loops; held and retried)
   bool left = false, rejoined = false, suspended = false, resumed = false;
   std::uint64_t paused_holding_lock = 0;  // pauses taken while holding a migration lock
   std::vector<std::string> errors;

@@ -46,7 +46,8 @@ TEST_CASE("chaos: migrations, link cuts, a leave, a join and a temporary leave l
   const auto r =
       phoenix::test::chaos::run(s, [](const std::string& line) { std::cerr << "chaos: " << line << '\n'; });
   MESSAGE("seed " << s.seed << ": " << r.receipts << " receipts of " << r.expected << ", " << r.migrations
-                  << " migrations, " << r.cuts << " link cuts, " << r.ownership_events << " ownership changes");
+                  << " migrations, " << r.cuts << " link cuts, " << r.ownership_events << " ownership changes, "
+                  << r.out_of_hops << " packets out of hops");
   check_clean(r);
   CHECK(r.migrations > 10);  // the intervals really moved
 }
@@ -58,7 +59,8 @@ TEST_CASE(
   const auto r =
       phoenix::test::chaos::run(s, [](const std::string& line) { std::cerr << "pause: " << line << '\n'; });
   MESSAGE("seed " << s.seed << ": " << r.paused_holding_lock << " stops of 1.5 s while holding a lock, "
-                  << r.receipts << " receipts, " << r.migrations << " migrations");
+                  << r.receipts << " receipts, " << r.migrations << " migrations, " << r.out_of_hops
+                  << " packets out of hops");
   check_clean(r);
   CHECK(r.paused_holding_lock >= 4);
 }

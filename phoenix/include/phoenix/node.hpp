@@ -93,7 +93,9 @@ struct RoutingSnapshot {
   std::vector<LinkInfo> links;
   std::uint64_t waiting_messages = 0;  // messages held for lack of a route
   std::uint64_t waiting_bytes = 0;
+  std::vector<vp_t> waiting_for;    // what they wait for: distinct destinations, the first 16
   std::uint64_t links_lost = 0;        // times an established link broke since initialize
+  std::uint64_t out_of_hops = 0;       // packets that used up their hop limit here (held, then re-routed)
   // Migration (docs/migration.md): this node's lock, who holds it, and whether an attempt of its own is under way.
   bool migration_locked = false;
   vp_t migration_lock_holder = 0;
