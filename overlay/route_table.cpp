@@ -309,6 +309,7 @@ std::optional<node_id> route_table::next_hop(node_id destination) const {
 bool route_table::is_reachable(node_id destination) const { return next_hop(destination).has_value(); }
 
 std::optional<node_id> route_table::owner_of(std::uint64_t vnode) const {
+  if (index_stale_) rebuild_owner_index();
   auto it = std::upper_bound(owner_index_.begin(), owner_index_.end(), vnode,
                              [](std::uint64_t v, const owner_slot& slot) { return v < slot.lo; });
   if (it == owner_index_.begin()) return std::nullopt;
@@ -482,7 +483,7 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
   set_timer(trigger_queue_, s.trigger_due, it->first, std::nullopt);
   set_timer(request_queue_, s.request_due, it->first, std::nullopt);
   set_timer(expiry_queue_, s.expiry_due, it->first, std::nullopt);
-  if (s.next_hop) routes_changed_ = true;
+  if (s.next_hop) routes_changed_ = index_dirty_ = true;
   sources_.erase(it);
 }
 
@@ -494,21 +495,23 @@ void route_table::drop_route(node_id source, source_state& s, node_id neighbour)
 
 // Called at the end of every mutating entry point: one generation step per call that changed anything.
 void route_table::finish_mutation() {
+  // The index is rebuilt when next asked (owner_of): while routes spread, many updates arrive between two
+  // lookups, and rebuilding after each cost every node O(n log n) per update (bench/routing_scale).
   if (index_dirty_) {
-    auto old = std::move(owner_index_);
-    rebuild_owner_index();
-    if (old != owner_index_) routes_changed_ = true;
+    index_stale_ = true;
+    routes_changed_ = true;
     index_dirty_ = false;
   }
   if (routes_changed_) ++generation_;
   routes_changed_ = false;
 }
 
-// Rule 9: rebuilt only when a reachable source's intervals or the set of reachable sources changed, into a
-// sorted vector searched in O(log n). Normally intervals are disjoint and a sort is all it takes. Stale
-// overlaps (a migration in flight) resolve deterministically: sources are painted in precedence order (self,
-// then ascending node_id) and each only fills what is still free.
-void route_table::rebuild_owner_index() {
+// Rule 9: rebuilt only when a reachable source's intervals or the set of reachable sources changed, and only
+// once something looks a virtual node up, into a sorted vector searched in O(log n). Normally intervals are
+// disjoint and a sort is all it takes. Stale overlaps (a migration in flight) resolve deterministically: sources
+// are painted in precedence order (self, then ascending node_id) and each only fills what is still free.
+void route_table::rebuild_owner_index() const {
+  index_stale_ = false;
   std::vector<owner_slot> by_precedence;
   for (const auto& iv : own_intervals_) by_precedence.push_back({iv.lo, iv.hi, self_});
   for (const auto& [source, s] : sources_) {

@@ -10,7 +10,8 @@
 // Contract:
 //  - Pure and deterministic: no I/O, no clock reads, no threads, no randomness. Every call that depends on
 //    time takes `now`; the caller owns timing and must pass non-decreasing times.
-//  - Single-threaded: one owner calls everything; const members may run concurrently only with each other.
+//  - Single-threaded: one owner calls everything; const members may run concurrently only with each other,
+//    except owner_of(), which may rebuild its cached index.
 //  - Expected failures are values; nothing here throws except std::bad_alloc.
 //  - Loop freedom (RFC 8966 2.4): a node only selects a route whose advertised (seqno, metric) is strictly
 //    better than the feasibility distance of what it has itself advertised; it counts everything returned by
@@ -124,10 +125,12 @@ class route_table {
   // --- queries (O(log n)) ---
   std::optional<node_id> next_hop(node_id destination) const;  // nullopt if unreachable or unknown; never self
   // The reachable source (or self) whose advertised intervals contain vnode. Overlaps (stale intervals during
-  // a migration) resolve to self first, then to the lowest node_id: stable across seqno bumps.
+  // a migration) resolve to self first, then to the lowest node_id: stable across seqno bumps. The index
+  // behind it is rebuilt here, at the first query after its inputs changed: O(n log n) then, O(log n) after.
   std::optional<node_id> owner_of(std::uint64_t vnode) const;
   bool is_reachable(node_id destination) const;
-  // Increments whenever any next hop, reachability or the vnode->owner index changes.
+  // Increments whenever any next hop or reachability changes, or a reachable source's intervals (so the
+  // vnode->owner index may have changed).
   std::uint64_t generation() const { return generation_; }
 
   // --- output ---
@@ -253,7 +256,7 @@ class route_table {
   void forget(std::map<node_id, source_state>::iterator it);
   void drop_route(node_id source, source_state& s, node_id neighbour);
   void finish_mutation();
-  void rebuild_owner_index();
+  void rebuild_owner_index() const;
 
   node_id self_;
   route_params params_;
@@ -261,7 +264,8 @@ class route_table {
   std::vector<route_interval> own_intervals_;
   std::set<node_id> neighbours_;
   std::map<node_id, source_state> sources_;  // never contains self_
-  std::vector<owner_slot> owner_index_;      // sorted by lo, disjoint
+  mutable std::vector<owner_slot> owner_index_;  // sorted by lo, disjoint; valid unless index_stale_
+  mutable bool index_stale_ = false;
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;
