@@ -10,9 +10,9 @@
 // fragments, and in a request-reply exchange (everything sent before acknowledged) from the start of a page on,
 // so the body lands data_lead bytes past a page boundary, on both ends. Stored at the same offset, the body is
 // copied between equally aligned addresses; 48 bytes apart, the CPU's string copy (rep movsb) ran at less than
-// half the speed on the AMD EPYC of bench/README.md: 1 MiB ping-pong 3,310 -> 3,830 MB/s, median of eight
-// alternating runs; bench/socket_pingpong, the bare system calls, --body-offset 0 against 48 in four alternating
-// runs: 3,630-3,980 -> 6,070-6,490 MB/s.
+// half the speed on the AMD EPYC of bench/README.md: 1 MiB ping-pong 3,135 -> 3,670 MB/s, median of six
+// alternating runs each; bench/socket_pingpong, the bare system calls, --body-offset 0 against 48 in four
+// alternating runs: 3,630-3,980 -> 6,070-6,490 MB/s.
 #include <sys/mman.h>
 
 #include <array>

@@ -12,10 +12,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// How long a packet that used up its hop budget waits before it is tried again with a fresh one, unless the
-// routes change first (hold_out_of_hops). Long against a loopback hop, short against what a loop costs.
-constexpr auto hop_retry_delay = std::chrono::milliseconds(100);
-
 std::vector<route_interval> to_route_intervals(const interval_set& s) {
   std::vector<route_interval> out;
   for (const auto& i : s.intervals()) out.push_back(route_interval{i.lo, i.hi});
@@ -484,16 +480,16 @@ void overlay::hold(packet p) {
 // (route_table.hpp), but which source assumes a virtual node is every node's own view while a migration's
 // updates spread, and two nodes that disagree can pass a packet back and forth until one of them learns.
 // The updates that end such a loop may all have arrived at the node holding the packet, so its next routing
-// change may never come: the packet is tried again after hop_retry_delay whatever happens, and sooner if the
+// change may never come: the packet is tried again after config.hop_retry whatever happens, and sooner if the
 // routes change. A loop that outlasts the retry costs one budget of hops per retry, and shows in out_of_hops.
 void overlay::hold_out_of_hops(packet p) {
   ++out_of_hops_;
   logger()->debug("{}: a packet for {} from {:x} used up its hops; held for {} ms", config_.name, p.dest,
-                  p.source, hop_retry_delay.count());
+                  p.source, config_.hop_retry.count());
   hold(std::move(p));
   if (hop_retry_armed_) return;
   hop_retry_armed_ = true;
-  hop_retry_timer_.expires_after(hop_retry_delay);
+  hop_retry_timer_.expires_after(config_.hop_retry);
   hop_retry_timer_.async_wait([this](std::error_code ec) {
     if (ec) return;
     hop_retry_armed_ = false;

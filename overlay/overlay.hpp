@@ -47,6 +47,9 @@ struct overlay_config {
   std::uint64_t link_window_bytes = 8ull << 20;
   std::chrono::milliseconds full_dump_interval{10000};
   std::uint8_t hop_limit = 64;
+  // A packet that used up its hops is tried again after this with a fresh budget, unless the routes change
+  // first (overlay::hold_out_of_hops). Long against a loopback hop, short against what a loop costs.
+  std::chrono::milliseconds hop_retry{100};
   ssh_options ssh;  // ssh:// links: identity, known_hosts, host key policy, keepalives
 };
 

@@ -125,7 +125,7 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   const bool reachable = next.next_hop.has_value();
   const bool intervals_changed = next.intervals != s.intervals;
   if (was_reachable != reachable || s.next_hop != next.next_hop) routes_changed_ = true;
-  if (was_reachable != reachable || (reachable && intervals_changed)) index_dirty_ = true;
+  if (was_reachable != reachable || (reachable && intervals_changed)) index_stale_ = routes_changed_ = true;
 
   // Rule 7: only reachability, metric or interval changes are worth a triggered update; seqno-only news
   // waits for the next full dump. Compared with what was last advertised, not with the previous selection.
@@ -167,7 +167,7 @@ void route_table::set_local_intervals(std::vector<route_interval> intervals, tim
   own_intervals_ = normalised(std::move(intervals));
   own_seqno_ = next_even_above(own_seqno_);
   schedule_trigger(self_, now);
-  index_dirty_ = true;
+  index_stale_ = routes_changed_ = true;
   finish_mutation();
 }
 
@@ -483,7 +483,7 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
   set_timer(trigger_queue_, s.trigger_due, it->first, std::nullopt);
   set_timer(request_queue_, s.request_due, it->first, std::nullopt);
   set_timer(expiry_queue_, s.expiry_due, it->first, std::nullopt);
-  if (s.next_hop) routes_changed_ = index_dirty_ = true;
+  if (s.next_hop) index_stale_ = routes_changed_ = true;
   sources_.erase(it);
 }
 
@@ -495,13 +495,6 @@ void route_table::drop_route(node_id source, source_state& s, node_id neighbour)
 
 // Called at the end of every mutating entry point: one generation step per call that changed anything.
 void route_table::finish_mutation() {
-  // The index is rebuilt when next asked (owner_of): while routes spread, many updates arrive between two
-  // lookups, and rebuilding after each cost every node O(n log n) per update (bench/routing_scale).
-  if (index_dirty_) {
-    index_stale_ = true;
-    routes_changed_ = true;
-    index_dirty_ = false;
-  }
   if (routes_changed_) ++generation_;
   routes_changed_ = false;
 }

@@ -265,14 +265,16 @@ class route_table {
   std::set<node_id> neighbours_;
   std::map<node_id, source_state> sources_;  // never contains self_
   mutable std::vector<owner_slot> owner_index_;  // sorted by lo, disjoint; valid unless index_stale_
+  // Set when a reachability or a reachable source's intervals change; owner_of() rebuilds the index then. While
+  // routes spread, many updates arrive between two lookups, and rebuilding after each cost every node
+  // O(n log n) per update (bench/routing_scale).
   mutable bool index_stale_ = false;
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;
   time_point next_full_dump_;
   std::uint64_t generation_ = 0;
-  bool routes_changed_ = false;  // a next hop or reachability changed during this call
-  bool index_dirty_ = false;     // the inputs of owner_index_ changed during this call
+  bool routes_changed_ = false;  // a next hop, reachability or the index's inputs changed during this call
 };
 
 }  // namespace phoenix::overlay
