@@ -1,6 +1,9 @@
 #include "migration/lock_protocol.hpp"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <algorithm>
+#include <vector>
 
 #include "migration/log.hpp"
 
@@ -368,6 +371,20 @@ void lock_protocol::on_done(vp_t q, interval t) {
     moved_ = t;
     end_attempt(outcome::moved);
   }
+}
+
+std::string lock_protocol::describe() const {
+  std::vector<std::string> parts;
+  if (locked_) parts.push_back(holder_ == self_ ? "locked by itself" : fmt::format("locked by {:x}", holder_));
+  if (attempting_) parts.push_back(fmt::format("attempting (partner {:x})", partner_));
+  if (transfer_) {
+    const bool giving = transfer_->giver == self_;
+    parts.push_back(fmt::format("{} [{}, {}) {} {:x}", giving ? "giving" : "taking", transfer_->what.lo,
+                                transfer_->what.hi, giving ? "to" : "from",
+                                giving ? transfer_->taker : transfer_->giver));
+  }
+  for (const auto& [q, n] : invited_) parts.push_back(fmt::format("{} invitation(s) open to {:x}", n, q));
+  return parts.empty() ? "idle" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
 }  // namespace phoenix::migration

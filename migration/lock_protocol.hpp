@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 
 #include "migration/message.hpp"
 
@@ -104,6 +105,9 @@ class lock_protocol {
   // Everything that needs this node to stay: an attempt of its own, a lock it holds or granted, an open
   // invitation.
   bool involved() const { return attempting_ || locked_ || transfer_.has_value() || !invited_.empty(); }
+  // What involved() is made of, for a log line: "locked by 5f3a..., attempting, giving [0, 10) to 77c1...,
+  // invitations open to 12ab...", or "idle".
+  std::string describe() const;
 
  private:
   struct transfer {

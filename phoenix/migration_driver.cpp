@@ -113,14 +113,18 @@ void migration_driver::expect(interval t, vp_t giver) {
   logger()->debug("{}: expecting [{}, {}) from {:x}", name_, t.lo, t.hi, giver);
 }
 
+bool migration_driver::locked_for(vp_t giver) const {
+  return protocol_.locked() && (protocol_.holder() == giver || protocol_.holder() == protocol_.self());
+}
+
 void migration_driver::on_state_begin(const message& m) {
-  const bool locked_for_it =
-      protocol_.locked() && (protocol_.holder() == m.from || protocol_.holder() == protocol_.self());
-  if (in_ || !locked_for_it) {
+  if (in_ || !locked_for(m.from)) {
     logger()->error("{}: state for [{}, {}) from {:x} not expected here; ignored", name_, m.span.lo, m.span.hi,
                     m.from);
     return;
   }
+  auto early = std::move(early_chunks_);
+  early_chunks_.clear();
   if (m.number == migration::declined_length) {
     logger()->warn("{}: {:x} could not pack the state of [{}, {}); nothing moves", name_, m.from, m.span.lo,
                    m.span.hi);
@@ -128,27 +132,50 @@ void migration_driver::on_state_begin(const message& m) {
     return;
   }
   in_ = incoming{m.span, m.from, m.number, 0, Bytes(m.number)};
-  if (m.number == 0) finish_arrival(false);
+  if (m.number == 0) return finish_arrival(false);
+  for (const auto& c : early) {
+    if (c.giver != m.from || c.what != m.span) continue;
+    logger()->debug("{}: state chunk {} of [{}, {}) came before its state_begin", name_, c.index, c.what.lo,
+                    c.what.hi);
+    if (take_chunk(c.index, c.bytes)) return;  // the last one: arrived
+  }
 }
 
+// The overlay keeps the order of one sender's packets only while their route stays the same (docs/overlay.md,
+// "Order"): after a link cut, a chunk may overtake the state_begin the cut held back. Such a chunk is kept
+// (at most window_chunks of them: the giver sends no more before they are acknowledged) until its
+// state_begin comes.
 void migration_driver::on_state_chunk(const message& m) {
-  if (!in_ || m.from != in_->giver || m.span != in_->what) return;
-  const std::uint64_t offset = m.number * chunk_bytes;
-  if (offset + m.chunk.size() > in_->length ||
-      (m.chunk.size() != chunk_bytes && offset + m.chunk.size() != in_->length)) {
-    logger()->error("{}: state chunk {} from {:x} does not fit a state of {} bytes; ignored", name_, m.number,
-                    m.from, in_->length);
-    return;
+  if (in_ && m.from == in_->giver && m.span == in_->what) {
+    take_chunk(m.number, m.chunk);
+  } else if (!in_ && locked_for(m.from) && early_chunks_.size() < window_chunks) {
+    early_chunks_.push_back({m.span, m.from, m.number, Bytes(m.chunk.begin(), m.chunk.end())});
+  } else {
+    logger()->error("{}: state chunk {} for [{}, {}) from {:x} not expected here; ignored", name_, m.number,
+                    m.span.lo, m.span.hi, m.from);
   }
-  std::memcpy(in_->state.data() + offset, m.chunk.data(), m.chunk.size());
-  in_->received += m.chunk.size();
+}
+
+// Returns whether it was the last chunk (the state arrived).
+bool migration_driver::take_chunk(std::uint64_t index, std::span<const std::byte> chunk) {
+  const std::uint64_t offset = index * chunk_bytes;
+  if (offset + chunk.size() > in_->length ||
+      (chunk.size() != chunk_bytes && offset + chunk.size() != in_->length)) {
+    logger()->error("{}: state chunk {} from {:x} does not fit a state of {} bytes; ignored", name_, index,
+                    in_->giver, in_->length);
+    return false;
+  }
+  std::memcpy(in_->state.data() + offset, chunk.data(), chunk.size());
+  in_->received += chunk.size();
   message ack;
   ack.what = kind::state_ack;
   ack.from = protocol_.self();
   ack.span = in_->what;
-  ack.number = m.number;
+  ack.number = index;
   send_message(in_->giver, ack);
-  if (in_->received == in_->length) finish_arrival(false);
+  if (in_->received != in_->length) return false;
+  finish_arrival(false);
+  return true;
 }
 
 // All of the state is here: check the paper's assertion, then unpack (on an application thread, if there are
@@ -192,6 +219,10 @@ void migration_driver::on_packet(const overlay::packet& p) {
       return on_state_chunk(*m);
     case kind::state_ack:
       return on_state_ack(*m);
+    case kind::done:
+      // done may overtake the last state_ack (see on_state_chunk): the stream is over all the same.
+      if (out_ && out_->taker == m->from && out_->what == m->span) out_.reset();
+      return protocol_.on_message(*m);
     default:
       return protocol_.on_message(*m);
   }

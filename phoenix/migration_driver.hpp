@@ -20,7 +20,9 @@
 #include <optional>
 #include <phoenix/node.hpp>
 #include <random>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "migration/lock_protocol.hpp"
 #include "overlay/packet.hpp"
@@ -80,6 +82,12 @@ class migration_driver final : public migration::lock_protocol::host {
     std::uint64_t received = 0;
     Bytes state;
   };
+  struct early_chunk {  // a state_chunk that came before its state_begin
+    migration::interval what;
+    vp_t giver = 0;
+    std::uint64_t index = 0;
+    Bytes bytes;
+  };
   enum class step_kind { give, arrive };
   struct step {
     step_kind what;
@@ -93,6 +101,8 @@ class migration_driver final : public migration::lock_protocol::host {
   void on_state_begin(const migration::message& m);
   void on_state_chunk(const migration::message& m);
   void on_state_ack(const migration::message& m);
+  bool locked_for(vp_t giver) const;  // this node's lock is held for a transfer from giver
+  bool take_chunk(std::uint64_t index, std::span<const std::byte> chunk);
   void finish_arrival(bool unpacked_ok);
   void give_now(migration::interval t, vp_t taker);  // without state handlers
 
@@ -106,6 +116,7 @@ class migration_driver final : public migration::lock_protocol::host {
   Node::UnpackFn unpack_;
   std::optional<outgoing> out_;
   std::optional<incoming> in_;
+  std::vector<early_chunk> early_chunks_;
   bool arrival_ready_ = false;  // in_ is complete and waits for its unpack step
 
   void queue_step(const step& s);

@@ -526,7 +526,9 @@ int Node::Impl::poll() {
 
 std::error_code Node::Impl::finalize(const char* log_out, const std::vector<suspended_interval>& state) {
   if (!running_) return make_error_code(PH_ESTATE);
-  if (!settle_migrations()) logger()->warn("{}: finalizing in the middle of a migration", config_.name);
+  if (!settle_migrations())
+    logger()->warn("{}: finalizing in the middle of a migration: {}", config_.name,
+                   progress_->call([&] { return migration_->protocol().describe(); }));
   running_ = false;
   progress_->call([&] {
     drain_outbox();  // what ph_send accepted goes out before the links drain

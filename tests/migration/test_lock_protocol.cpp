@@ -1,6 +1,7 @@
 // The migration protocol (migration/lock_protocol.hpp): handlers one by one, then many nodes under random
 // interleavings, checking after every step what the paper and docs/migration.md promise.
 #include <doctest/doctest.h>
+#include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
 #include <map>
@@ -282,8 +283,10 @@ TEST_CASE("migration: lock_you_first is always answered, so its sender stays unt
   CHECK(b.invitations_open());
   CHECK(b.involved());
   CHECK_FALSE(b.locked());
+  CHECK(b.describe() == fmt::format("1 invitation(s) open to {:x}", a.self()));
   a.on_message(message{kind::query, c.self(), {}, 0, {}});  // a grants its lock to c (line 28)
   REQUIRE(a.locked());
+  CHECK(a.describe() == fmt::format("locked by {:x}, attempting (partner 0)", c.self()));
   s.flight.erase(std::find_if(s.flight.begin(), s.flight.end(),
                               [](const sim::envelope& e) { return e.m.what == kind::ok1; }));
   REQUIRE(s.step());  // lock_you_first -> a, locked: line 39, and the withdraw
@@ -293,6 +296,7 @@ TEST_CASE("migration: lock_you_first is always answered, so its sender stays unt
   REQUIRE(s.step());
   CHECK_FALSE(b.invitations_open());
   CHECK_FALSE(b.involved());
+  CHECK(b.describe() == "idle");
 }
 
 TEST_CASE("migration: a closing node starts nothing and grants no lock, but answers what it was asked") {
