@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "apps/launch/process_group.hpp"
+#include "overlay/log.hpp"
 #include "support/temp_dir.hpp"
 
 namespace phoenix::test::chaos {
@@ -106,6 +107,12 @@ std::string holdings(const RoutingSnapshot& snap) {
       out += " link:" + std::to_string(l.peer) + "(" + l.state + ")=" + std::to_string(l.frames_unacked) +
              "unacked/" + std::to_string(l.bytes_queued) + "B";
   return out;
+}
+
+// The runtime's recent log lines (info and above, whatever stderr prints), for the parent to show on failure.
+void save_events(const temp_dir& dir, const std::string& child) {
+  std::ofstream out(dir / ("events-" + child));
+  for (const auto& line : overlay::recent_lines()->last_formatted()) out << line << '\n';
 }
 
 int run_member(const spec& s, const member_args& a, const temp_dir& dir, const std::string& key,
@@ -243,14 +250,17 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
     if (a.leaves && now >= started + s.leave_at) {
       if (auto ec = node.leave(30s)) throw std::runtime_error("leave: " + ec.message());
       report_count();
-      if (auto ec = node.finalize()) throw std::runtime_error("finalize after leave: " + ec.message());
+      const auto ec = node.finalize();
+      save_events(dir, a.child);
+      if (ec) throw std::runtime_error("finalize after leave: " + ec.message());
       report_line(pipes.report_fd, "LEFT " + a.child);
       break;
     }
     if (a.suspends && now >= started + s.suspend_at) {
       report_count();
-      if (auto ec = node.finalize(log_file.c_str()))
-        throw std::runtime_error("finalize to a log: " + ec.message());
+      const auto ec = node.finalize(log_file.c_str());
+      save_events(dir, a.child);
+      if (ec) throw std::runtime_error("finalize to a log: " + ec.message());
       {
         std::lock_guard lock(own_mu);
         if (!app.mine.empty()) {
@@ -277,6 +287,7 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
             << "resource " << snap.self << ": locked " << snap.migration_locked << " by "
             << snap.migration_lock_holder << ", attempting " << snap.migration_attempting << '\n'
             << describe(snap);
+        save_events(dir, a.child);
         throw std::runtime_error("a migration attempt or lock outlived the chaos by 10 s");
       }
       report_count();
@@ -284,7 +295,9 @@ int run_member(const spec& s, const member_args& a, const temp_dir& dir, const s
       std::ofstream(dir / ("holds-" + a.child))
           << "resource " << snap.self << ": " << holdings(snap) << '\n'
           << (snap.waiting_messages > 0 ? describe(snap) : std::string());
+      save_events(dir, a.child);  // before finalize, which a process stuck in it may never leave
       if (auto ec = node.finalize()) throw std::runtime_error("finalize: " + ec.message());
+      save_events(dir, a.child);
       app.save(dir / ("final-" + a.child));
       break;
     }
@@ -417,6 +430,27 @@ void check_receipts(const spec& s, const temp_dir& dir, result& r) {
     next = i.hi;
   }
   r.covered = r.covered && next == s.space;
+}
+
+// What each process's runtime said last about migrations and leaving (the [phoenix] and [migration] lines of
+// its events- file; link noise left out), newest last.
+std::string recent_events(const temp_dir& dir) {
+  constexpr std::size_t per_process = 40;
+  std::string out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const auto name = entry.path().filename().string();
+    if (name.rfind("events-", 0) != 0) continue;
+    std::ifstream in(entry.path());
+    std::vector<std::string> kept;
+    for (std::string line; std::getline(in, line);)
+      if (line.find("] [phoenix] ") != std::string::npos || line.find("] [migration] ") != std::string::npos)
+        kept.push_back(line);
+    out += "--- " + name.substr(7) + ": last " + std::to_string(std::min(kept.size(), per_process)) + " of " +
+           std::to_string(kept.size()) + " runtime events\n";
+    for (std::size_t i = kept.size() > per_process ? kept.size() - per_process : 0; i < kept.size(); ++i)
+      out += kept[i] + '\n';
+  }
+  return out;
 }
 
 }  // namespace
@@ -554,6 +588,9 @@ result run(const spec& s, void (*progress)(const std::string&)) {
     r.errors.push_back(name.substr(6) + (stuck ? " still in a migration at the end: " : " held at the end: ") +
                        text);
   }
+  const bool failed = !r.errors.empty() || r.missing || r.duplicates || r.counter_mismatches || r.overlaps ||
+                      !r.covered;
+  if (failed) r.events = recent_events(dir);
   return r;
 }
 

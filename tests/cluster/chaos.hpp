@@ -49,6 +49,7 @@ struct result {
   bool left = false, rejoined = false, suspended = false, resumed = false;
   std::uint64_t paused_holding_lock = 0;  // pauses taken while holding a migration lock
   std::vector<std::string> errors;
+  std::string events;  // on failure: each process's last runtime log lines about migrations and leaving
 };
 
 // Runs the whole test in a temporary directory; progress lines go to `progress` when set.

@@ -17,6 +17,7 @@ std::uint64_t env_number(const char* name, std::uint64_t fallback) {
 // What every chaos run must show, whatever else it did.
 void check_clean(const phoenix::test::chaos::result& r) {
   for (const auto& e : r.errors) MESSAGE(e);
+  if (!r.events.empty()) MESSAGE(r.events);
   CHECK(r.errors.empty());
   CHECK(r.left);
   CHECK(r.rejoined);
