@@ -204,6 +204,21 @@ void migration_driver::finish_arrival(bool unpacked) {
   }
 }
 
+// Messages for t that another application thread received before the release may still be in its hands: their
+// effect belongs in the state that pack is about to take (message_holders.hpp).
+void migration_driver::wait_for_handling(progress_engine& progress, interval t) {
+  if (!ops_.handling || !ops_.handling(to_api(t))) return;
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + handling_wait;
+  while (ops_.handling(to_api(t)) && clock::now() < deadline) {
+    progress.drive_until([&] { return !ops_.handling(to_api(t)); },
+                         std::min(deadline, clock::now() + std::chrono::milliseconds(1)));
+  }
+  if (ops_.handling(to_api(t)))
+    logger()->warn("{}: an application thread still handles a message for [{}, {}) after {} s; packing anyway",
+                   name_, t.lo, t.hi, handling_wait.count());
+}
+
 // --- dispatch -----------------------------------------------------------------------------------------------
 
 void migration_driver::on_packet(const overlay::packet& p) {
@@ -248,6 +263,7 @@ int migration_driver::run_pending(progress_engine& progress) {
         ops_.release(to_api(s.span));
         protocol_.released(s.span);
       });
+      wait_for_handling(progress, s.span);
       std::optional<Bytes> state = pack_(to_api(s.span));
       progress.call([&] {
         if (state) return start_stream(s.span, s.partner, std::move(*state));

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -41,7 +42,14 @@ class migration_driver final : public migration::lock_protocol::host {
     std::function<void(overlay::packet)> send;  // a runtime packet, past the bound on waiting bytes
     std::function<void(Interval)> release;      // ph_release: queued messages for it go back to the overlay
     std::function<void(Interval)> assume;       // ph_assume
+    // Whether an application thread may still be handling a message for a virtual node in the interval
+    // (message_holders.hpp); called without the token. Unset: never.
+    std::function<bool(Interval)> handling;
   };
+
+  // How long a giver waits for application threads to finish the messages for the interval it released, before
+  // it packs anyway (and says so): a thread that keeps a message while it waits for this one must not hang it.
+  static constexpr std::chrono::seconds handling_wait{5};
 
   migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops);
 
@@ -105,6 +113,8 @@ class migration_driver final : public migration::lock_protocol::host {
   bool take_chunk(std::uint64_t index, std::span<const std::byte> chunk);
   void finish_arrival(bool unpacked_ok);
   void give_now(migration::interval t, vp_t taker);  // without state handlers
+  // On the application thread, after the release of t and before its pack.
+  void wait_for_handling(progress_engine& progress, migration::interval t);
 
   std::string name_;
   node_ops ops_;

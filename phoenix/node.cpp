@@ -20,6 +20,7 @@
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"
 #include "phoenix/log.hpp"
+#include "phoenix/message_holders.hpp"
 #include "phoenix/message_log.hpp"
 #include "phoenix/migration_driver.hpp"
 #include "phoenix/progress.hpp"
@@ -113,8 +114,11 @@ class Node::Impl {
   // The checks of ph_send, and the reservation of room for `size` body bytes among the waiting messages.
   std::error_code check_send(int tag, std::size_t size, bool null_data, bool service = false) const;
   std::error_code enqueue(vp_t dest, int tag, Bytes body);  // after check_send
+  // A receive call: the calling thread is done with the message it had (message_holders.hpp), then gets one.
   std::optional<Message> receive(int tag, clock::time_point deadline, bool service = false);
   std::optional<Message> take(int tag);
+  std::optional<Message> hand_out(std::optional<Message> m);  // records m as in the calling thread's hands
+  void came_back() { holders_.came_back(); }
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
 
@@ -133,6 +137,10 @@ class Node::Impl {
   std::unique_ptr<overlay::overlay> overlay_;
   std::unique_ptr<migration_driver> migration_;
   OwnershipObserver observer_;
+
+  // Application messages threads may still be handling; recorded once state handlers are set.
+  message_holders holders_;
+  std::atomic<bool> record_holders_{false};
 
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;
@@ -254,7 +262,8 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
       config_.name, resource_name_, config_.space_size,
       migration_driver::node_ops{[this](overlay::packet p) { overlay_->send_unbounded(std::move(p)); },
                                  [this](Interval s) { release_and_requeue(s); },
-                                 [this](Interval s) { assume_now(s); }});
+                                 [this](Interval s) { assume_now(s); },
+                                 [this](Interval s) { return holders_.handling(s); }});
   sync_migration_interval();
   for (const auto& peer : config_.peers) {
     if (overlay_->add_port(peer, &error)) {
@@ -302,17 +311,23 @@ std::optional<Message> Node::Impl::take(int tag) {
   return m;
 }
 
+std::optional<Message> Node::Impl::hand_out(std::optional<Message> m) {
+  if (m && m->tag() >= 0 && record_holders_.load(std::memory_order_relaxed)) holders_.handed_out(m->dest());
+  return m;
+}
+
 // Pending migration steps (pack, unpack) run here too, on the receiving thread, between messages.
 std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline, bool service) {
+  came_back();
   if (tag < any_tag && !(service && tag <= first_service_tag)) return std::nullopt;
-  if (auto m = take(tag)) return m;
+  if (auto m = take(tag)) return hand_out(std::move(m));
   if (!running_) return std::nullopt;
   std::optional<Message> got;
   for (;;) {
     migration_->run_pending(*progress_);
     progress_->drive_until([&] { return (got = take(tag)).has_value() || migration_->has_pending(); },
                            deadline);
-    if (got || !migration_->has_pending()) return got;
+    if (got || !migration_->has_pending()) return hand_out(std::move(got));
   }
 }
 
@@ -467,6 +482,7 @@ void Node::Impl::back_off(std::chrono::milliseconds& backoff, clock::time_point 
 }
 
 std::error_code Node::Impl::join(std::chrono::milliseconds timeout) {
+  came_back();
   if (!running_ || !restore_.empty()) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
   if (const auto i = current_interval(); !i || !i->empty()) return make_error_code(PH_ESTATE);
@@ -480,6 +496,7 @@ std::error_code Node::Impl::join(std::chrono::milliseconds timeout) {
 }
 
 std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
+  came_back();
   if (!running_) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
   auto i = current_interval();
@@ -503,6 +520,7 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
 }
 
 std::error_code Node::Impl::migrate(const migration::plan& p, std::chrono::milliseconds timeout) {
+  came_back();
   if (!running_) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
   switch (one_attempt(p, deadline)) {
@@ -518,6 +536,7 @@ std::error_code Node::Impl::migrate(const migration::plan& p, std::chrono::milli
 }
 
 int Node::Impl::poll() {
+  came_back();
   if (!running_) return PH_ESTATE;
   int ran = migration_->run_pending(*progress_);
   progress_->drive_until([] { return false; }, clock::now());
@@ -525,6 +544,7 @@ int Node::Impl::poll() {
 }
 
 std::error_code Node::Impl::finalize(const char* log_out, const std::vector<suspended_interval>& state) {
+  came_back();
   if (!running_) return make_error_code(PH_ESTATE);
   if (!settle_migrations())
     logger()->warn("{}: finalizing in the middle of a migration: {}", config_.name,
@@ -590,6 +610,7 @@ bool Node::Impl::settle_migrations() {
 // Like finalize, after pack gave the state of every interval. Migrations end first (finalize's own wait, done
 // here so that no give or arrival changes the intervals after they were packed); the protocol stays closed.
 std::error_code Node::Impl::suspend(const char* file) {
+  came_back();
   if (!running_) return make_error_code(PH_ESTATE);
   if (!file || !*file) return make_error_code(PH_EINVAL);
   if (!pack_) return fail(PH_ESTATE, "suspend needs state handlers (set_state_handlers)");
@@ -618,6 +639,7 @@ std::error_code Node::Impl::set_state_handlers(PackFn pack, UnpackFn unpack) {
   if (!running_) return make_error_code(PH_ESTATE);
   pack_ = pack;
   unpack_ = unpack;
+  record_holders_ = true;
   progress_->call([&] { migration_->set_handlers(std::move(pack), std::move(unpack)); });
   // A suspended incarnation's intervals: their state first, then they are assumed (messages waited meanwhile).
   std::error_code result;
@@ -831,8 +853,9 @@ void service_access::halt(Node& node) {
 
 std::optional<Message> Node::recv(int tag) { return impl_->receive(tag, clock::time_point::max()); }
 std::optional<Message> Node::try_recv(int tag) {
+  impl_->came_back();
   if (tag < any_tag || !impl_->running_) return std::nullopt;
-  if (auto m = impl_->take(tag)) return m;
+  if (auto m = impl_->take(tag)) return impl_->hand_out(std::move(m));
   // Nothing queued. While the background thread waits in the event loop, it handles whatever arrives: waking it
   // to take one turn here would cost more than the turn. Otherwise (the application kept it away, or a
   // migration step waits for this thread) take one non-blocking turn, as MPI_Iprobe does.

@@ -202,6 +202,38 @@ TEST_CASE("migration: messages sent while intervals move arrive exactly once, at
   CHECK(c.apps[1]->counters.empty());
 }
 
+TEST_CASE("migration: the giver packs only after another thread finished the message it was handling") {
+  cluster c;
+  Node& a = c.add("a");
+  REQUIRE_FALSE(a.assume({0, L}));
+  Node& b = c.add("b");
+  std::atomic<bool> stop{false};
+  auto serving_a = serve(c, 0, stop);
+  REQUIRE_FALSE(b.join(10s));
+  REQUIRE(b.assumed() == std::vector<Interval>{{500, 1000}});
+
+  // A thread of b receives a message for 700 and takes its time applying it; meanwhile b leaves.
+  std::atomic<bool> holding{false};
+  std::thread handler([&] {
+    auto m = b.recv_for(1, 10s);
+    REQUIRE(m);
+    holding = true;
+    std::this_thread::sleep_for(300ms);
+    c.apps[1]->apply(*m);
+    while (!stop) b.recv_for(1, 20ms);  // back in the node: done with that message
+  });
+  send_value(a, 700, 7);
+  REQUIRE(wait_for([&] { return holding.load(); }, 10s));
+  REQUIRE_FALSE(b.leave(10s));
+  stop = true;
+  handler.join();
+  serving_a.join();
+  CHECK(a.assumed() == std::vector<Interval>{{0, L}});
+  std::lock_guard lock(c.apps[0]->mu);
+  CHECK(c.apps[0]->counters[700] == 7);  // the message's effect moved with the state
+  CHECK(c.apps[1]->counters.empty());
+}
+
 TEST_CASE("migration: 64 MiB of state streams in chunks while other traffic keeps flowing") {
   cluster c;
   Node& a = c.add("a");

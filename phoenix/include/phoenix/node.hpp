@@ -148,7 +148,9 @@ class PH_API Node {
   // pack returns the application state of the virtual nodes leaving this node, nullopt if it cannot (the
   // interval then stays here); unpack takes the state of those arriving, false if it cannot (logged). They run
   // on an application thread inside recv, try_recv, recv_for, poll, join or leave, never concurrently with
-  // each other. Set them before migrating; without them no application state moves.
+  // each other. pack of an interval waits (up to 5 s, then warns) until every other thread that received a
+  // message for it has come back to recv, try_recv, recv_for, poll or a migration call: its effect is in the
+  // state. Set them before migrating; without them no application state moves.
   using PackFn = std::function<std::optional<Bytes>(Interval)>;
   using UnpackFn = std::function<bool(Interval, std::span<const std::byte>)>;
   std::error_code set_state_handlers(PackFn pack, UnpackFn unpack);

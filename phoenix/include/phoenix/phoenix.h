@@ -75,7 +75,8 @@ PH_API int ph_assumed(ph_vps_t *out, size_t max);
 /* migration (paper 3.5-3.6): intervals move between adjacent nodes with the application's state.
  * pack stores in *data a buffer from malloc() holding the state of s (phoenix frees it) and returns 0, or
  * non-zero if it cannot (s then stays here). unpack returns 0, or non-zero if it cannot (logged). Both run on
- * an application thread inside ph_recv*, ph_poll, ph_join or ph_leave, never concurrently with each other.
+ * an application thread inside ph_recv*, ph_poll, ph_join or ph_leave, never concurrently with each other;
+ * pack of s waits (up to 5 s) until every other thread that received a message for s called one of those again.
  * ph_assume and ph_release return PH_ESTATE while a migration involving this node is under way. */
 typedef int (*ph_pack_fn)(ph_vps_t s, void **data, size_t *len, void *ctx);
 typedef int (*ph_unpack_fn)(ph_vps_t s, const void *data, size_t len, void *ctx);
