@@ -118,7 +118,9 @@ class Node::Impl {
   std::optional<Message> receive(int tag, clock::time_point deadline, bool service = false);
   std::optional<Message> take(int tag);
   std::optional<Message> hand_out(std::optional<Message> m);  // records m as in the calling thread's hands
-  void came_back() { holders_.came_back(); }
+  void came_back() {  // nothing is recorded before state handlers are set: no thread-local lookup then
+    if (record_holders_.load(std::memory_order_relaxed)) holders_.came_back();
+  }
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
 
