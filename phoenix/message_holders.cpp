@@ -25,6 +25,7 @@ thread_local held_by_thread this_thread_holds;
 message_holders::message_holders() : records_(std::make_shared<records>()) {}
 
 void message_holders::handed_out(vp_t dest) {
+  if (!recording()) return;
   came_back();  // one message per thread and node: the last one handed over
   auto& held = this_thread_holds.held;
   // Records of nodes that are gone (this thread's is the only reference left) go first.
@@ -37,6 +38,7 @@ void message_holders::handed_out(vp_t dest) {
 }
 
 void message_holders::came_back() {
+  if (!recording()) return;
   auto& held = this_thread_holds.held;
   const auto it = std::find_if(held.begin(), held.end(), [&](const auto& h) { return h.first == records_; });
   if (it == held.end()) return;

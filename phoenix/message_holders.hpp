@@ -8,10 +8,12 @@
 // ph_poll or a migration call of that node (or exits); the giver of an interval packs only once no thread
 // handles a message for a virtual node in it (migration_driver.cpp).
 //
-// Thread-safe. The node records only while state handlers are set (without them nothing is packed); then a
-// receive costs a thread-local lookup and, when a message is handed over, one uncontended lock.
+// Thread-safe. Nothing is recorded until start() (the node calls it when state handlers are set: without them
+// nothing is packed), so until then a receive costs one relaxed atomic load; after, a thread-local lookup and,
+// when a message is handed over, one uncontended lock.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <phoenix/node.hpp>
@@ -22,6 +24,7 @@ namespace phoenix {
 class message_holders {
  public:
   message_holders();
+  void start() { recording_.store(true, std::memory_order_relaxed); }  // from now on, and for good
   // A receive call of the calling thread hands it an application message for `dest`.
   void handed_out(vp_t dest);
   // The calling thread entered a receive call, ph_poll or a migration call: it is done with what it had.
@@ -36,7 +39,10 @@ class message_holders {
   };
 
  private:
+  bool recording() const { return recording_.load(std::memory_order_relaxed); }
+
   std::shared_ptr<records> records_;
+  std::atomic<bool> recording_{false};
 };
 
 }  // namespace phoenix

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "phoenix/log.hpp"
 #include "phoenix/progress.hpp"
@@ -123,8 +124,7 @@ void migration_driver::on_state_begin(const message& m) {
                     m.from);
     return;
   }
-  auto early = std::move(early_chunks_);
-  early_chunks_.clear();
+  const auto early = std::exchange(early_chunks_, {});
   if (m.number == migration::declined_length) {
     logger()->warn("{}: {:x} could not pack the state of [{}, {}); nothing moves", name_, m.from, m.span.lo,
                    m.span.hi);
@@ -207,16 +207,19 @@ void migration_driver::finish_arrival(bool unpacked) {
 // Messages for t that another application thread received before the release may still be in its hands: their
 // effect belongs in the state that pack is about to take (message_holders.hpp).
 void migration_driver::wait_for_handling(progress_engine& progress, interval t) {
-  if (!ops_.handling || !ops_.handling(to_api(t))) return;
+  if (!ops_.handling) return;
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + handling_wait;
-  while (ops_.handling(to_api(t)) && clock::now() < deadline) {
+  while (ops_.handling(to_api(t))) {
+    if (clock::now() >= deadline) {
+      logger()->warn("{}: an application thread still handles a message for [{}, {}) after {} s; packing anyway",
+                     name_, t.lo, t.hi, handling_wait.count());
+      return;
+    }
+    // In short slices: a thread coming back wakes nothing here.
     progress.drive_until([&] { return !ops_.handling(to_api(t)); },
                          std::min(deadline, clock::now() + std::chrono::milliseconds(1)));
   }
-  if (ops_.handling(to_api(t)))
-    logger()->warn("{}: an application thread still handles a message for [{}, {}) after {} s; packing anyway",
-                   name_, t.lo, t.hi, handling_wait.count());
 }
 
 // --- dispatch -----------------------------------------------------------------------------------------------
@@ -237,7 +240,7 @@ void migration_driver::on_packet(const overlay::packet& p) {
     case kind::done:
       // done may overtake the last state_ack (see on_state_chunk): the stream is over all the same.
       if (out_ && out_->taker == m->from && out_->what == m->span) out_.reset();
-      return protocol_.on_message(*m);
+      [[fallthrough]];
     default:
       return protocol_.on_message(*m);
   }

@@ -118,9 +118,7 @@ class Node::Impl {
   std::optional<Message> receive(int tag, clock::time_point deadline, bool service = false);
   std::optional<Message> take(int tag);
   std::optional<Message> hand_out(std::optional<Message> m);  // records m as in the calling thread's hands
-  void came_back() {  // nothing is recorded before state handlers are set: no thread-local lookup then
-    if (record_holders_.load(std::memory_order_relaxed)) holders_.came_back();
-  }
+  void came_back() { holders_.came_back(); }
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
 
@@ -142,7 +140,6 @@ class Node::Impl {
 
   // Application messages threads may still be handling; recorded once state handlers are set.
   message_holders holders_;
-  std::atomic<bool> record_holders_{false};
 
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;
@@ -314,7 +311,7 @@ std::optional<Message> Node::Impl::take(int tag) {
 }
 
 std::optional<Message> Node::Impl::hand_out(std::optional<Message> m) {
-  if (m && m->tag() >= 0 && record_holders_.load(std::memory_order_relaxed)) holders_.handed_out(m->dest());
+  if (m && m->tag() >= 0) holders_.handed_out(m->dest());
   return m;
 }
 
@@ -641,7 +638,7 @@ std::error_code Node::Impl::set_state_handlers(PackFn pack, UnpackFn unpack) {
   if (!running_) return make_error_code(PH_ESTATE);
   pack_ = pack;
   unpack_ = unpack;
-  record_holders_ = true;
+  holders_.start();
   progress_->call([&] { migration_->set_handlers(std::move(pack), std::move(unpack)); });
   // A suspended incarnation's intervals: their state first, then they are assumed (messages waited meanwhile).
   std::error_code result;
