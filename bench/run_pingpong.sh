@@ -48,8 +48,9 @@ run_step() {
 run_step mpi mpirun --allow-run-as-root --oversubscribe -np 2 \
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
   --mca pml ob1 --mca btl tcp,self "$mpi_bench" --reps "$reps"
-# The floor: the system calls of a phoenix link alone, bodies placed as phoenix's buffer pool places them.
-run_step socket "$socket_bench" --reps "$reps" --body-offset 48
+# The floor: the system calls of a phoenix link alone: reads repeated while waiting (as phoenix's spinning receiver
+# reads the link it expects a message on), bodies placed as phoenix's buffer pool places them.
+run_step socket "$socket_bench" --reps "$reps" --body-offset 48 --spin-read
 run_step phoenix-1hop "$pingpong" --hops 1 --reps "$reps" --test latency,bandwidth,rate
 run_step phoenix-3hop "$pingpong" --hops 3 --reps "$reps" --test latency,bandwidth,rate
 run_step phoenix-rate4 "$pingpong" --reps "$reps" --test rate4

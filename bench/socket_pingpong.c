@@ -1,12 +1,14 @@
 /*
  * bench/socket_pingpong.c — the floor under bench/pingpong.cpp: a ping-pong over loopback TCP making only the system
- * calls a phoenix link makes for a message (a spinning epoll_wait that finds it, reads of at most --read-max bytes
- * until one comes back short, one writev of head and body), with no runtime around them. Set beside phoenix and
+ * calls a phoenix link makes for a message (a spinning epoll_wait that finds it, or with --spin-read non-blocking
+ * reads repeated until one finds it, as phoenix's spinning receiver reads the link it expects a message on; reads
+ * of at most --read-max bytes until one comes back short; one writev of head and body), with no runtime around
+ * them. Set beside phoenix and
  * Open MPI it shows how much of a figure is the kernel's and how much the runtime's (README.md, Benchmarks), and
  * its options isolate one effect at a time: the head in front of each body (phoenix writes 48 bytes: frame
  * header and data head), where the body sits in its page (--body-offset), the largest read.
  *
- * Usage: socket_pingpong [--head BYTES] [--body-offset BYTES] [--read-max BYTES] [--reps N] [--quick]
+ * Usage: socket_pingpong [--head BYTES] [--body-offset BYTES] [--read-max BYTES] [--spin-read] [--reps N] [--quick]
  * Prints "RESULT socket latency 8 <us> us" (one way) and "RESULT socket bandwidth 1048576 <MB/s> MB/s", medians
  * of --reps runs. Exits 1 on any error; the child is killed and reaped by PID whatever happens.
  */
@@ -33,7 +35,7 @@ enum { MAX_REPS = 101, MAX_HEAD = 4096, RUN_TIMEOUT_S = 120 };
 
 struct options {
   size_t head, body_offset, read_max;
-  int reps, quick;
+  int reps, quick, spin_read;
 };
 
 struct link {
@@ -92,8 +94,9 @@ static void send_message(struct link* l, size_t head, const char* body, size_t s
 
 /* Reads the head and then the body as one stream (one recvmsg may fill the end of one and the start of the
  * other, as phoenix's frame decoder reads a frame), at most read_max bytes per call, waiting for readiness after a
- * short read. */
-static void receive_message(struct link* l, size_t head, char* body, size_t size, size_t read_max) {
+ * short read: by epoll_wait, or with spin_read by reading again at once (the socket stays registered with epoll,
+ * as phoenix's are). */
+static void receive_message(struct link* l, size_t head, char* body, size_t size, size_t read_max, int spin_read) {
   size_t total = head + size, done = 0;
   while (done < total) {
     struct iovec iov[2];
@@ -117,9 +120,9 @@ static void receive_message(struct link* l, size_t head, char* body, size_t size
     ssize_t r = recvmsg(l->fd, &msg, 0);
     if (r > 0) {
       done += (size_t)r;
-      if ((size_t)r < want && done < total) await_events(l, EPOLLIN);
+      if ((size_t)r < want && done < total && !spin_read) await_events(l, EPOLLIN);
     } else if (r < 0 && errno == EAGAIN) {
-      await_events(l, EPOLLIN);
+      if (!spin_read) await_events(l, EPOLLIN);
     } else {
       errno = r == 0 ? ECONNRESET : errno;
       die("recvmsg");
@@ -149,7 +152,7 @@ static void setup_socket(struct link* l) {
 static void echo(struct link* l, const struct options* o, size_t size, long count) {
   char* body = body_buffer(size, o->body_offset);
   for (long i = 0; i < count; ++i) {
-    receive_message(l, o->head, body, size, o->read_max);
+    receive_message(l, o->head, body, size, o->read_max, o->spin_read);
     send_message(l, o->head, body, size);
   }
 }
@@ -158,7 +161,7 @@ static double timed_run(struct link* l, const struct options* o, char* body, siz
   double t0 = now_s();
   for (long i = 0; i < count; ++i) {
     send_message(l, o->head, body, size);
-    receive_message(l, o->head, body, size, o->read_max);
+    receive_message(l, o->head, body, size, o->read_max, o->spin_read);
   }
   return (now_s() - t0) / (double)count / 2; /* one way */
 }
@@ -188,17 +191,20 @@ static int parse_size(const char* text, size_t max, size_t* out) {
 }
 
 static void usage(const char* prog) {
-  fprintf(stderr, "usage: %s [--head BYTES] [--body-offset BYTES] [--read-max BYTES] [--reps N] [--quick]\n",
+  fprintf(stderr,
+          "usage: %s [--head BYTES] [--body-offset BYTES] [--read-max BYTES] [--spin-read] [--reps N] [--quick]\n",
           prog);
   exit(2);
 }
 
 int main(int argc, char** argv) {
-  struct options o = {.head = 48, .body_offset = 0, .read_max = 64 * 1024, .reps = 5, .quick = 0};
+  struct options o = {.head = 48, .body_offset = 0, .read_max = 64 * 1024, .reps = 5, .quick = 0, .spin_read = 0};
   for (int i = 1; i < argc; ++i) {
     size_t v;
     if (strcmp(argv[i], "--quick") == 0) {
       o.quick = 1;
+    } else if (strcmp(argv[i], "--spin-read") == 0) {
+      o.spin_read = 1;
     } else if (i + 1 < argc && strcmp(argv[i], "--head") == 0 && parse_size(argv[i + 1], MAX_HEAD, &v) == 0) {
       o.head = v, ++i;
     } else if (i + 1 < argc && strcmp(argv[i], "--body-offset") == 0 && parse_size(argv[i + 1], 4095, &v) == 0) {

@@ -55,31 +55,29 @@ std::uint64_t connection::bytes_queued() const {
 
 void connection::read_more() {
   if (state_ == state::closed || state_ == state::closing) return;
+  if (direct_wanted_ || async_read_ != async_read::none) return;  // the spinning thread reads, or one is on
   auto into = decoder_.prepare();
   into = into.first(std::min(into.size(), max_read_bytes));
   read_capacity_ = into.size();
+  async_read_ = async_read::in_flight;
   stream_read(into, [self = shared_from_this()](std::error_code ec, std::size_t n) {
     self->on_read(ec, n);
   });
 }
 
 void connection::on_read(std::error_code ec, std::size_t n) {
+  const bool cancelled = async_read_ == async_read::cancelled;
+  async_read_ = async_read::none;
   if (state_ == state::closed || state_ == state::closing) return;
+  if (cancelled && ec == asio::error::operation_aborted) {
+    read_more();  // begin_direct() cancelled it: the spinning thread reads now, or, if it stopped, the loop
+    return;
+  }
   if (ec) {
     fail(ec == asio::error::eof ? "closed by peer" : ec.message());
     return;
   }
-  decoder_.commit(n);
-  frame_view f;
-  for (;;) {
-    const auto st = decoder_.next(f);
-    if (st == frame_decoder::status::need_more) break;
-    if (st == frame_decoder::status::error) {
-      fail(std::string("protocol error: ") + to_string(decoder_.error()));
-      return;
-    }
-    if (!dispatch(f) || state_ == state::closed || state_ == state::closing) return;
-  }
+  if (!take_read(n)) return;
   // A short read emptied the socket, so a read started now would find nothing: a wasted system call (about a
   // microsecond on a virtual machine) between the message just delivered and the thread waiting for it. The
   // next read starts in a handler of its own instead, after the receiving thread, which asks after every
@@ -89,6 +87,58 @@ void connection::on_read(std::error_code ec, std::size_t n) {
   } else {
     read_more();
   }
+}
+
+bool connection::take_read(std::size_t n) {
+  decoder_.commit(n);
+  frame_view f;
+  for (;;) {
+    const auto st = decoder_.next(f);
+    if (st == frame_decoder::status::need_more) return true;
+    if (st == frame_decoder::status::error) {
+      fail(std::string("protocol error: ") + to_string(decoder_.error()));
+      return false;
+    }
+    if (!dispatch(f) || state_ == state::closed || state_ == state::closing) return false;
+  }
+}
+
+// --- direct reads ---------------------------------------------------------------------------------------------
+
+bool connection::begin_direct() {
+  if (state_ != state::up || !stream_can_read_direct()) return false;
+  direct_wanted_ = true;
+  if (async_read_ == async_read::in_flight) {
+    async_read_ = async_read::cancelled;
+    stream_cancel_read();
+  }
+  return true;
+}
+
+std::size_t connection::read_direct() {
+  if (!direct_wanted_ || async_read_ != async_read::none || state_ != state::up) return 0;
+  auto into = decoder_.prepare();
+  into = into.first(std::min(into.size(), max_read_bytes));
+  std::error_code ec;
+  const std::size_t n = stream_try_read(into, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) return 0;
+  if (ec) {
+    fail(ec == asio::error::eof ? "closed by peer" : ec.message());
+    return 0;
+  }
+  take_read(n);
+  return n;
+}
+
+void connection::end_direct() {
+  if (!direct_wanted_) return;
+  direct_wanted_ = false;
+  if (async_read_ != async_read::none || handback_posted_ || state_ != state::up) return;
+  handback_posted_ = true;
+  asio::post(executor(), [self = shared_from_this()] {
+    self->handback_posted_ = false;
+    self->read_more();  // nothing, if a begin_direct() came first
+  });
 }
 
 bool connection::dispatch(frame_view& f) {

@@ -431,8 +431,26 @@ void overlay::send_unbounded(packet p) {
   send(std::move(p));
 }
 
-void overlay::on_data(connection&, const data_head& head, phoenix::Bytes body) {
+void overlay::on_data(connection& c, const data_head& head, phoenix::Bytes body) {
+  last_data_from_ = c.peer();
   inject(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body)});
+}
+
+bool overlay::begin_direct_reads() {
+  const auto it = neighbours_.find(last_data_from_);
+  std::shared_ptr<connection> c = it == neighbours_.end() ? nullptr : it->second->conn;
+  if (c != direct_) end_direct_reads();
+  if (!c || !c->begin_direct()) return false;
+  direct_ = std::move(c);
+  return true;
+}
+
+std::size_t overlay::read_direct() { return direct_ ? direct_->read_direct() : 0; }
+
+void overlay::end_direct_reads() {
+  if (!direct_) return;
+  direct_->end_direct();
+  direct_ = nullptr;
 }
 
 void overlay::inject(packet p) {

@@ -141,6 +141,13 @@ class overlay final : public connection_owner {
   void connect_local(overlay& other);
   std::uint64_t routing_bytes_sent() const { return routing_bytes_sent_; }
 
+  // Direct reads while an application thread spins for a message (connection::begin_direct): the link that
+  // brought the last data frame is read directly until end_direct_reads(); every other link, and that one
+  // again afterwards, through the event loop. begin returns false when there is no such link.
+  bool begin_direct_reads();
+  std::size_t read_direct();
+  void end_direct_reads();
+
   // What this node's routing table says now (cheap; for tests and convergence measurements).
   bool can_reach(node_id destination) const { return table_.is_reachable(destination); }
   std::optional<node_id> owner_of(std::uint64_t vnode) const { return table_.owner_of(vnode); }
@@ -213,6 +220,8 @@ class overlay final : public connection_owner {
   std::set<std::shared_ptr<connection>> handshaking_;
   std::map<std::string, std::shared_ptr<ssh_session>> ssh_sessions_;  // by user@gateway:port, shared by links
   std::unordered_map<node_id, std::unique_ptr<neighbour>> neighbours_;
+  node_id last_data_from_ = 0;            // the neighbour whose link brought the last data frame
+  std::shared_ptr<connection> direct_;    // its connection, while read directly
   route_table table_;
   std::uint64_t seen_generation_ = 0;
   asio::steady_timer routing_timer_;

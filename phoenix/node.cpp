@@ -249,6 +249,9 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   progress_ = std::make_unique<progress_engine>();
   overlay_ = std::make_unique<overlay::overlay>(progress_->io(), overlay_config(std::move(key)), resource_name_,
                                                 [this](overlay::packet&& p) { deliver(std::move(p)); });
+  progress_->set_direct_reads({[this] { return overlay_->begin_direct_reads(); },
+                               [this] { return overlay_->read_direct(); },
+                               [this] { overlay_->end_direct_reads(); }});
   const std::string listen = port.empty() ? config_.listen : std::string(port);
   std::string error;
   if (overlay_->listen(listen, local_port_, &error)) {

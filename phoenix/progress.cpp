@@ -38,6 +38,8 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
   bool ok = done();
   const bool spin = !ok && deadline > started && should_spin();
   auto spin_until = spin ? started + spin_time : started;
+  bool direct = spin && direct_.begin && direct_.begin();
+  unsigned looks = 0;
   // Even a deadline already passed (try_recv, poll) gives the network one non-blocking turn: an application that
   // only ever polls between pieces of work keeps the background thread away (linger_time), so without this turn
   // its links, handshakes and migrations would stand still until it blocks.
@@ -58,26 +60,45 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       std::this_thread::yield();
       acquire();
     } else if (now < spin_until) {
-      const auto turn = poll_some(done);
-      if (turn.done) {
-        ok = true;
-        break;  // done() took what it waited for: asking again would take the next one
+      std::size_t ran = 0;
+      if (direct && looks++ % event_loop_every != 0) {
+        ran = direct_.read();
+        if (ran == 0) {
+          note_empty(empty_polls);
+          continue;  // nothing arrived: done() cannot have changed
+        }
+      } else {
+        const auto turn = poll_some(done);
+        if (turn.done) {
+          ok = true;
+          break;  // done() took what it waited for: asking again would take the next one
+        }
+        ran = turn.ran;
+        if (ran == 0) note_empty(empty_polls);
       }
       // While handlers keep running (a large message streaming in, the peer draining what we sent), keep
       // spinning: blocking would make every next chunk pay for a wake-up.
-      if (turn.ran > 0) spin_until = std::min(now + busy_spin_time, started + busy_spin_limit);
-      // Nothing ready: now and then yield, in case the thread we wait for (the peer process, say) shares this
-      // core. Not every time: a yield is a system call (1-2 us on a virtual machine), and one between every
-      // poll delays noticing the message by that much when the peer has a core of its own.
-      if (turn.ran == 0 && ++empty_polls % yield_every == 0) std::this_thread::yield();
+      if (ran > 0) spin_until = std::min(now + busy_spin_time, started + busy_spin_limit);
     } else {
+      if (direct) {
+        direct_.end();  // blocking: the event loop must read every link again
+        direct = false;
+      }
       io_.run_one_for(std::min<clock::duration>(deadline - now, std::chrono::milliseconds(20)));
     }
     ok = done();
   }
+  if (direct) direct_.end();
   if (spin) spin_misses_ = ok && clock::now() <= spin_until ? 0 : std::min(spin_misses_ + 1, max_spin_misses);
   release();
   return ok;
+}
+
+// Nothing was ready: now and then yield, in case the thread we wait for (the peer process, say) shares this
+// core. Not every time: a yield is a system call (1-2 us on a virtual machine), and one between every look
+// delays noticing the message by that much when the peer has a core of its own.
+void progress_engine::note_empty(unsigned& empty_polls) {
+  if (++empty_polls % yield_every == 0) std::this_thread::yield();
 }
 
 // Spinning pays when the awaited message comes within spin_time. When replies take longer (through an SSH

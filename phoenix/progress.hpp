@@ -6,8 +6,9 @@
 //
 //   * an application thread inside the API. ph_send runs the send inline when the token is free (the write
 //     reaches the socket before ph_send returns) and posts it otherwise. ph_recv waits by driving the event
-//     loop itself: it spins on poll() for a few microseconds (unless recent spins were in vain), then
-//     blocks in the event loop's epoll_wait. An arriving message wakes the very thread that waits for it: no
+//     loop itself: it spins for a few microseconds (unless recent spins were in vain), reading the link it
+//     expects the message on directly and running the event loop's poll() now and then, then blocks in the
+//     event loop's epoll_wait. An arriving message wakes the very thread that waits for it: no
 //     hand-off between threads, which on this kind of machine costs 25-30 us per wake-up (MPI progress
 //     engines work the same way).
 //   * the node's background thread, which keeps forwarding, acknowledging and routing while the
@@ -39,6 +40,20 @@ class progress_engine {
   progress_engine& operator=(const progress_engine&) = delete;
 
   asio::io_context& io() { return io_; }
+
+  // Direct reads (overlay::begin_direct_reads): while an application thread spins, most of its looks read the
+  // link that brought the last message, with a non-blocking read, instead of asking epoll_wait which socket
+  // is ready and then reading. One system call less on the way of every message: bench/socket_pingpong's
+  // --spin-read shows what that is worth on this kind of machine (about 2 us one way). The first look of a
+  // spin and every event_loop_every-th after it run the event loop: the completion of the write just made
+  // (until it runs, the link writes nothing more), other links, timers, handlers posted by other threads.
+  // Set once, before the node starts; called holding the token.
+  struct direct_reads {
+    std::function<bool()> begin;         // false: no link to read directly
+    std::function<std::size_t()> read;   // one look; the bytes read (and handled)
+    std::function<void()> end;
+  };
+  void set_direct_reads(direct_reads r) { direct_ = std::move(r); }
 
   void start_background();
   void stop_background();  // joins the background thread; the io_context stays usable by app threads
@@ -89,6 +104,7 @@ class progress_engine {
   void release();
   void background_loop();
   bool should_spin();
+  void note_empty(unsigned& empty_polls);
   static constexpr unsigned max_spin_misses = 4;
   static constexpr unsigned spin_probe_every = 16;
   // Runs at most poll_batch ready handlers, fewer if done() (when given) holds after one.
@@ -99,6 +115,7 @@ class progress_engine {
   polled poll_some(const std::function<bool()>& done = {});
   static constexpr std::size_t poll_batch = 64;
   static constexpr unsigned yield_every = 4;  // empty polls of a spin between two yields of the core
+  static constexpr unsigned event_loop_every = 8;  // while reading directly, one look in this many polls
 
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -108,6 +125,7 @@ class progress_engine {
   std::atomic<bool> stop_{false};
   std::atomic<bool> background_driving_{false};
   std::thread background_;
+  direct_reads direct_;
   // Waits in a row whose spin ended without the message, and blocked waits since the last spin (should_spin);
   // touched holding the token.
   unsigned spin_misses_ = 0, spin_probe_ = 0;
