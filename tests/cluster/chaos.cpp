@@ -433,7 +433,8 @@ void check_receipts(const spec& s, const temp_dir& dir, result& r) {
 }
 
 // What each process's runtime said last about migrations and leaving (the [phoenix] and [migration] lines of
-// its events- file; link noise left out), newest last.
+// its events- file; link noise left out), newest last. Indented, so that a filter of the runtime's own log
+// lines on stderr (scripts/chaos-soak.sh drops lines starting with "[20") keeps them.
 std::string recent_events(const temp_dir& dir) {
   constexpr std::size_t per_process = 40;
   std::string out;
@@ -448,7 +449,7 @@ std::string recent_events(const temp_dir& dir) {
     out += "--- " + name.substr(7) + ": last " + std::to_string(std::min(kept.size(), per_process)) + " of " +
            std::to_string(kept.size()) + " runtime events\n";
     for (std::size_t i = kept.size() > per_process ? kept.size() - per_process : 0; i < kept.size(); ++i)
-      out += kept[i] + '\n';
+      out += "  " + kept[i] + '\n';
   }
   return out;
 }
