@@ -617,6 +617,7 @@ bool overlay::is_drained(bool wait_for_resource_names) const {
 
 void overlay::say_goodbye() {
   saying_goodbye_ = true;
+  goodbye_since_ = clock::now();
   // Acknowledge everything received, so the neighbour resends nothing to an incarnation that is gone, and
   // take nothing more: what the neighbour sends from now on it routes another way when the link closes.
   for (auto& [id, nb] : neighbours_)
@@ -626,13 +627,17 @@ void overlay::say_goodbye() {
 // Every neighbour may hold unacknowledged packets for this node: it must hear the final ack. That includes one
 // whose link broke just before this node began leaving, or while it did: the link comes back (whichever end
 // dials redials) and on_connection_up says goodbye again. One whose link has stayed down longer than
-// `presumed_crashed_after` is a crashed or long-gone node and is not waited for.
+// `presumed_crashed_after` is a crashed or long-gone node and is not waited for -- counted from when this node
+// began saying goodbye at the earliest: time this node itself did not run (stopped, paused, swapped out) says
+// nothing about the neighbour, and a link cut just before such a stall came back as soon as both ran again.
 bool overlay::is_farewelled(clock::duration presumed_crashed_after) const {
   const auto now = clock::now();
   for (const auto& [id, nb] : neighbours_) {
     // While a connection exists (up, in its handshake or closing), the neighbour may still answer; once it is
     // gone, on_connection_down has set down_since.
-    if (!nb->acked_goodbye && (nb->conn || now - nb->down_since < presumed_crashed_after)) return false;
+    if (!nb->acked_goodbye &&
+        (nb->conn || now - std::max(nb->down_since, goodbye_since_) < presumed_crashed_after))
+      return false;
   }
   return true;
 }

@@ -125,7 +125,8 @@ class overlay final : public connection_owner {
   // goodbye_ack (the caller waits for is_farewelled() with a deadline): one whose link broke, before this node
   // began leaving or since, is redialled or accepted again and told again, because a neighbour that never hears
   // the final ack keeps what it sent here for an incarnation that will not come back. Only a neighbour whose
-  // link has stayed down for `presumed_crashed_after` (a cut link is redialled sooner) is not waited for.
+  // link has stayed down for `presumed_crashed_after` since this node began saying goodbye (a cut link is
+  // redialled sooner) is not waited for.
   void say_goodbye();
   bool is_farewelled(std::chrono::steady_clock::duration presumed_crashed_after) const;
   // Then stop accepting and dialling, and wait for is_quiet() before closing.
@@ -237,6 +238,7 @@ class overlay final : public connection_owner {
   std::map<std::string, std::chrono::steady_clock::time_point> refusals_warned_;
   bool leaving_ = false;         // begin_shutdown: neighbours are told; links still accepted and redialled
   bool saying_goodbye_ = false;  // say_goodbye: every link that comes up hears goodbye at once
+  std::chrono::steady_clock::time_point goodbye_since_{};  // when say_goodbye was called
   bool shutting_down_ = false;   // stop_linking: no more accepting or dialling
 };
 
