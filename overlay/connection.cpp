@@ -56,8 +56,7 @@ std::uint64_t connection::bytes_queued() const {
 void connection::read_more() {
   if (state_ == state::closed || state_ == state::closing) return;
   if (direct_wanted_ || async_read_ != async_read::none) return;  // the spinning thread reads, or one is on
-  auto into = decoder_.prepare();
-  into = into.first(std::min(into.size(), max_read_bytes));
+  const auto into = read_buffer();
   read_capacity_ = into.size();
   async_read_ = async_read::in_flight;
   stream_read(into, [self = shared_from_this()](std::error_code ec, std::size_t n) {
@@ -73,10 +72,7 @@ void connection::on_read(std::error_code ec, std::size_t n) {
     read_more();  // begin_direct() cancelled it: the spinning thread reads now, or, if it stopped, the loop
     return;
   }
-  if (ec) {
-    fail(ec == asio::error::eof ? "closed by peer" : ec.message());
-    return;
-  }
+  if (ec) return fail_read(ec);
   if (!take_read(n)) return;
   // A short read emptied the socket, so a read started now would find nothing: a wasted system call (about a
   // microsecond on a virtual machine) between the message just delivered and the thread waiting for it. The
@@ -88,6 +84,13 @@ void connection::on_read(std::error_code ec, std::size_t n) {
     read_more();
   }
 }
+
+std::span<std::byte> connection::read_buffer() {
+  const auto into = decoder_.prepare();
+  return into.first(std::min(into.size(), max_read_bytes));
+}
+
+void connection::fail_read(std::error_code ec) { fail(ec == asio::error::eof ? "closed by peer" : ec.message()); }
 
 bool connection::take_read(std::size_t n) {
   decoder_.commit(n);
@@ -117,13 +120,11 @@ bool connection::begin_direct() {
 
 std::size_t connection::read_direct() {
   if (!direct_wanted_ || async_read_ != async_read::none || state_ != state::up) return 0;
-  auto into = decoder_.prepare();
-  into = into.first(std::min(into.size(), max_read_bytes));
   std::error_code ec;
-  const std::size_t n = stream_try_read(into, ec);
+  const std::size_t n = stream_try_read(read_buffer(), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) return 0;
   if (ec) {
-    fail(ec == asio::error::eof ? "closed by peer" : ec.message());
+    fail_read(ec);
     return 0;
   }
   take_read(n);

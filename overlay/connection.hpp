@@ -129,7 +129,9 @@ class connection : public std::enable_shared_from_this<connection> {
  private:
   void read_more();
   void on_read(std::error_code ec, std::size_t n);
-  bool take_read(std::size_t n);  // n bytes arrived in decoder_.prepare(): decode and dispatch them
+  std::span<std::byte> read_buffer();  // where the next read goes: decoder_.prepare(), at most max_read_bytes
+  void fail_read(std::error_code ec);
+  bool take_read(std::size_t n);  // n bytes arrived in read_buffer(): decode and dispatch them
   bool dispatch(frame_view& f);
   bool on_handshake_frame(frame_view& f);
   bool on_data_frame(frame_view& f);
