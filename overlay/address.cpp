@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include <asio/ip/address.hpp>
+
 namespace phoenix::overlay {
 
 namespace {
@@ -92,6 +94,14 @@ std::optional<address> parse_address(std::string_view text, std::string* error) 
   }
   set_error(error, "unknown address scheme in '" + std::string(text) + "' (expected tcp:// or ssh://)");
   return std::nullopt;
+}
+
+bool is_loopback(const address& a) {
+  if (a.scheme != address::scheme_t::tcp) return false;
+  if (a.host == "localhost") return true;
+  std::error_code ec;
+  const auto ip = asio::ip::make_address(a.host, ec);
+  return !ec && ip.is_loopback();
 }
 
 }  // namespace phoenix::overlay

@@ -25,4 +25,8 @@ struct address {
 // nullopt with *error set when the text is not a valid address.
 std::optional<address> parse_address(std::string_view text, std::string* error = nullptr);
 
+// A tcp:// address whose host is "localhost" or a loopback literal (127.0.0.0/8, ::1). Other names are not:
+// what they resolve to is not known here. ssh:// addresses never are (the gateway is another machine).
+bool is_loopback(const address& a);
+
 }  // namespace phoenix::overlay

@@ -22,8 +22,9 @@ connection::connection(connection_owner& owner, const connection_params& params,
       params_(params),
       outbound_(outbound),
       remote_(std::move(remote)),
-      hs_(params.cluster_key, params.space_size, params.self, params.name),
-      decoder_(max_handshake_payload) {}
+      hs_(params.cluster_key, params.space_size, params.self, params.name,
+          outbound ? link_role::dialler : link_role::acceptor, params.protection),
+      decoder_(max_handshake_payload, handshake_buffer_bytes) {}
 
 void connection::start() {
   ack_timer_ = std::make_unique<asio::steady_timer>(executor());
@@ -142,8 +143,23 @@ void connection::end_direct() {
   });
 }
 
+bool connection::verify(const frame_view& f) {
+  std::array<std::byte, frame_header_bytes> header{};
+  encode_frame_header(header.data(), f.header.type, f.header.length);  // the bytes the tag covered, exactly
+  std::array<std::span<const std::byte>, 3> pieces{std::span<const std::byte>(header), f.payload, {}};
+  std::size_t n = 2;
+  if (f.body && f.header.type == frame_type::data) pieces[n++] = *f.body;  // a large data frame's body
+  return protection_.open(std::span(pieces).first(n), f.trailer);
+}
+
 bool connection::dispatch(frame_view& f) {
   if (state_ == state::handshake) return on_handshake_frame(f);
+  if (!is_handshake_frame(f.header.type) && !verify(f)) {
+    forged_ = true;
+    fail(std::string("protocol error: ") + to_string(f.header.type) +
+         " frame failed authentication (forged, altered, replayed or reordered)");
+    return false;
+  }
   switch (f.header.type) {
     case frame_type::data:
       return on_data_frame(f);
@@ -182,7 +198,8 @@ bool connection::on_handshake_frame(frame_view& f) {
       }
       peer_ = hs_.peer().resource_name;
       peer_name_ = hs_.peer().name;
-      send_control(make_control_frame(frame_type::auth, hs_.auth_payload(owner_.resume_ack_for(peer_))));
+      const link_resume resume = owner_.resume_for(peer_);
+      send_control(make_control_frame(frame_type::auth, hs_.auth_payload(resume.ack, resume.session_secret)));
       return true;
     }
     case frame_type::auth: {
@@ -193,7 +210,10 @@ bool connection::on_handshake_frame(frame_view& f) {
       }
       state_ = state::up;
       handshake_timer_->cancel();
-      decoder_.set_max_payload(params_.max_payload);
+      protection_ = frame_protection(hs_.keys());
+      decoder_.set_trailer_bytes(protection_.tag_bytes());
+      decoder_.set_max_payload(params_.max_payload + static_cast<std::uint32_t>(protection_.tag_bytes()));
+      decoder_.reserve(link_buffer_bytes);
       owner_.on_connection_up(shared_from_this());
       return state_ != state::closed;
     }
@@ -282,14 +302,25 @@ void connection::kick() {
   if (state_ == state::up) write_more();
 }
 
+void connection::seal_control(std::vector<std::byte>& frame) {
+  const auto type = static_cast<frame_type>(frame[3]);
+  if (!protection_.is_on() || is_handshake_frame(type)) return;
+  encode_frame_header(frame.data(), type, static_cast<std::uint32_t>(frame.size() - frame_header_bytes + frame_tag_bytes));
+  const std::span<const std::byte> whole(frame);
+  const frame_tag tag = protection_.seal(std::span(&whole, 1));
+  frame.insert(frame.end(), tag.begin(), tag.end());
+}
+
 void connection::write_more() {
   if (writing_ || state_ == state::closed) return;
   iov_.clear();
   heads_.clear();
+  tags_.clear();
   std::uint64_t bytes = 0;
   control_in_write_ = 0;
-  for (const auto& f : control_) {
+  for (auto& f : control_) {
     if (iov_.size() >= max_frames_per_write) break;
+    seal_control(f);  // once: a frame goes into one write only, and leaves control_ when it is written
     iov_.push_back(asio::buffer(f));
     bytes += f.size();
     ++control_in_write_;
@@ -297,26 +328,35 @@ void connection::write_more() {
   last_seq_in_write_ = 0;
   if (state_ == state::up && session_) {
     heads_.reserve(max_frames_per_write);
+    tags_.reserve(max_frames_per_write);  // no reallocation: iov_ points into it
+    const std::size_t tag_bytes = protection_.tag_bytes();
     while (heads_.size() < max_frames_per_write && bytes < max_bytes_per_write) {
       const sequenced_packet* sp = session_->next_to_send();
       if (!sp) break;
       auto& h = heads_.emplace_back();
-      const std::size_t length = data_head_bytes + sp->pkt.body.size();
+      const std::size_t length = data_head_bytes + sp->pkt.body.size() + tag_bytes;
       encode_frame_header(h.data(), frame_type::data, static_cast<std::uint32_t>(length));
       encode_data_head(h.data() + frame_header_bytes,
                        data_head{sp->seq, session_->received(), sp->pkt.dest, sp->pkt.source, sp->pkt.tag,
                                  sp->pkt.hops_left});
       iov_.push_back(asio::buffer(h));
-      if (!sp->pkt.body.empty()) iov_.push_back(asio::buffer(sp->pkt.body.data(), sp->pkt.body.size()));
+      const std::span<const std::byte> body(sp->pkt.body.data(), sp->pkt.body.size());
+      if (!body.empty()) iov_.push_back(asio::buffer(body.data(), body.size()));
+      if (tag_bytes) {
+        const std::array<std::span<const std::byte>, 2> pieces{std::span<const std::byte>(h), body};
+        iov_.push_back(asio::buffer(tags_.emplace_back(protection_.seal(pieces))));
+      }
       bytes += frame_header_bytes + length;
       last_seq_in_write_ = sp->seq;
     }
     // Data frames carry the ack. Without any, an ack frame goes on its own once the delay has passed or
-    // enough bytes arrived; otherwise the ack timer will come back here.
+    // enough bytes arrived; otherwise the ack timer will come back here. It joins this write only behind every
+    // queued control frame, since a write takes control frames from the front.
     bool ack_carried = !heads_.empty();
-    if (!ack_carried && session_->ack_owed() &&
+    if (!ack_carried && session_->ack_owed() && control_in_write_ == control_.size() &&
         (!ack_timer_armed_ || session_->bytes_since_ack() >= params_.ack_every_bytes)) {
       control_.push_back(make_ack_frame(frame_type::ack, session_->received()));
+      seal_control(control_.back());
       iov_.push_back(asio::buffer(control_.back()));
       ++control_in_write_;
       ack_carried = true;

@@ -3,14 +3,16 @@
 // A connection owns its stream (a TCP socket, or a local socket pair for in-process links with the same
 // framing), lives by shared_from_this, and runs entirely on its node's I/O context (whichever thread holds the
 // node's progress token): no locks. It
-//   1. exchanges HELLO and AUTH (handshake.hpp) and refuses a peer with another version, L or key, sending a
-//      REFUSE frame so that both ends log the reason;
-//   2. then reads frames, checks link sequence numbers against the neighbour's link_session and hands data,
-//      acks and routing frames to its owner (the overlay);
+//   1. exchanges HELLO and AUTH (handshake.hpp) and refuses a peer with another version, L, key or the same
+//      role, sending a REFUSE frame so that both ends log the reason; until then it buffers at most
+//      handshake_buffer_bytes for the peer;
+//   2. then checks every frame's tag (frame_protection.hpp), reads frames, checks link sequence numbers against
+//      the neighbour's link_session and hands data, acks and routing frames to its owner (the overlay);
 //   3. writes control frames first, then data packets pulled from the session, gathering many frames into one
 //      write, with exactly one write in flight; every data frame carries the current cumulative ack.
 //
-// A malformed frame, a sequence gap or an ack for something never sent closes the connection; the owner logs
+// A malformed frame, a frame whose tag does not verify, a sequence gap or an ack for something never sent
+// closes the connection; the owner logs
 // it and redials if it dialled. stop() is idempotent and after it the owner hears nothing more.
 #pragma once
 
@@ -28,6 +30,7 @@
 #include <asio.hpp>
 
 #include "overlay/frame.hpp"
+#include "overlay/frame_protection.hpp"
 #include "overlay/handshake.hpp"
 #include "overlay/link_session.hpp"
 #include "overlay/packet.hpp"
@@ -36,12 +39,18 @@ namespace phoenix::overlay {
 
 class connection;
 
+// Where a new connection to a peer takes up the link session this node already has with it.
+struct link_resume {
+  std::uint64_t ack = 0;                      // the highest sequence number received in order (0 if none)
+  std::optional<secret_bytes> session_secret;  // the session's secret, if there is a session
+};
+
 // What a connection reports to the overlay that owns it. Called on the I/O context only.
 class connection_owner {
  public:
   virtual ~connection_owner() = default;
-  // The peer's HELLO arrived: the highest sequence number we received in order from that peer (0 if none).
-  virtual std::uint64_t resume_ack_for(node_id peer) = 0;
+  // The peer's HELLO arrived: how far this node received from that peer, and the session's secret.
+  virtual link_resume resume_for(node_id peer) = 0;
   virtual void on_connection_up(const std::shared_ptr<connection>& c) = 0;
   virtual void on_connection_down(const std::shared_ptr<connection>& c, const std::string& reason) = 0;
   virtual void on_data(connection& c, const data_head& head, phoenix::Bytes body) = 0;
@@ -58,7 +67,8 @@ struct connection_params {
   std::uint32_t max_payload = 0;         // after authentication
   std::uint64_t ack_every_bytes = 1 << 20;  // send an ack frame after this many unacknowledged bytes
   std::chrono::microseconds ack_delay{500};  // otherwise at most this late
-  std::chrono::milliseconds handshake_timeout{10000};
+  std::chrono::milliseconds handshake_timeout{5000};  // one round trip; short, since it holds a cap slot
+  protection_mode protection = protection_mode::integrity;  // the link takes the stronger of both ends'
 };
 
 class connection : public std::enable_shared_from_this<connection> {
@@ -91,8 +101,14 @@ class connection : public std::enable_shared_from_this<connection> {
   node_id peer() const { return peer_; }
   const std::string& peer_name() const { return peer_name_; }
   std::uint64_t peer_resume_ack() const { return hs_.peer_resume_ack(); }
+  // Once up: the mode protecting this connection's frames, the secret of the link session it began (kept by
+  // the owner for later connections), and whether the peer proved it holds `secret` (handshake.hpp).
+  protection_mode protection() const { return hs_.keys().mode; }
+  const secret_bytes& session_secret() const { return hs_.keys().session_secret; }
+  bool proves_continuity(const secret_bytes& secret) const { return hs_.proves_continuity(secret); }
   std::uint64_t bytes_queued() const;
   bool was_refused() const { return refused_; }  // the handshake failed: a key, L or version mismatch
+  bool was_forged() const { return forged_; }    // closed for a frame whose tag did not verify
 
   // Direct reads. While an application thread spins waiting for a message (phoenix/progress.hpp), it reads
   // the link the message will likely come by itself, with non-blocking reads, instead of asking epoll_wait
@@ -133,6 +149,8 @@ class connection : public std::enable_shared_from_this<connection> {
   void fail_read(std::error_code ec);
   bool take_read(std::size_t n);  // n bytes arrived in read_buffer(): decode and dispatch them
   bool dispatch(frame_view& f);
+  bool verify(const frame_view& f);  // the frame's tag, when frames are protected
+  void seal_control(std::vector<std::byte>& frame);  // append the tag to a control frame about to be written
   bool on_handshake_frame(frame_view& f);
   bool on_data_frame(frame_view& f);
   void write_more();
@@ -148,8 +166,10 @@ class connection : public std::enable_shared_from_this<connection> {
   const std::string remote_;
   state state_ = state::handshake;
   bool refused_ = false;
+  bool forged_ = false;
   bool goodbye_sent_ = false;
   handshake hs_;
+  frame_protection protection_;  // off until the peer's AUTH verified
   node_id peer_ = 0;
   std::string peer_name_;
   frame_decoder decoder_;
@@ -168,6 +188,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::size_t control_in_write_ = 0;
   std::uint64_t last_seq_in_write_ = 0;
   std::vector<std::array<std::byte, frame_header_bytes + data_head_bytes>> heads_;
+  std::vector<frame_tag> tags_;  // the data frames' tags of the write in flight
   std::vector<asio::const_buffer> iov_;
   std::unique_ptr<asio::steady_timer> ack_timer_;
   bool ack_timer_armed_ = false;

@@ -23,6 +23,10 @@ bool is_known_frame_type(std::uint8_t t) {
   return false;
 }
 
+bool is_handshake_frame(frame_type t) {
+  return t == frame_type::hello || t == frame_type::auth || t == frame_type::refuse;
+}
+
 const char* to_string(frame_type t) {
   switch (t) {
     case frame_type::hello: return "hello";
@@ -120,6 +124,10 @@ std::optional<std::uint64_t> decode_ack_payload(std::span<const std::byte> paylo
 frame_decoder::frame_decoder(std::uint32_t max_payload, std::size_t buffer_bytes)
     : max_payload_(max_payload), buf_(std::max<std::size_t>(buffer_bytes, 2 * data_head_bytes + 64)) {}
 
+void frame_decoder::reserve(std::size_t buffer_bytes) {
+  if (buffer_bytes > buf_.size()) buf_.resize(buffer_bytes);
+}
+
 std::span<std::byte> frame_decoder::prepare() {
   if (in_large_) return std::span(large_).subspan(large_filled_);
   if (end_ == buf_.size()) compact();
@@ -145,7 +153,8 @@ frame_decoder::status frame_decoder::start_large(const frame_header& h) {
   // A data frame keeps its head apart so that the body buffer is exactly what the application receives.
   const bool is_data = h.type == frame_type::data;
   const std::size_t head = is_data ? data_head_bytes : 0;
-  if (is_data && h.length < data_head_bytes) {
+  const std::size_t trailer = trailer_of(h);
+  if (h.length < head + trailer || trailer > large_trailer_.size()) {
     error_ = frame_error::bad_payload;
     return status::error;
   }
@@ -154,8 +163,9 @@ frame_decoder::status frame_decoder::start_large(const frame_header& h) {
   in_large_ = true;
   large_header_ = h;
   large_head_len_ = head;
+  large_trailer_len_ = trailer;
   std::memcpy(large_head_.data(), buf_.data() + begin_ + frame_header_bytes, head);
-  large_.resize(h.length - head);  // default-initialised: no zero fill
+  large_.resize(h.length - head);  // default-initialised: no zero fill; the trailer is split off at the end
   large_filled_ = avail - head;    // everything buffered belongs to this frame: avail < length
   std::memcpy(large_.data(), buf_.data() + begin_ + frame_header_bytes + head, large_filled_);
   begin_ = end_ = 0;
@@ -167,8 +177,12 @@ frame_decoder::status frame_decoder::next(frame_view& out) {
   if (in_large_) {
     if (large_filled_ < large_.size()) return status::need_more;
     in_large_ = false;
+    const std::size_t body_len = large_.size() - large_trailer_len_;
+    std::memcpy(large_trailer_.data(), large_.data() + body_len, large_trailer_len_);
+    large_.resize(body_len);
     out.header = large_header_;
     out.payload = std::span(large_head_).first(large_head_len_);
+    out.trailer = std::span(large_trailer_).first(large_trailer_len_);
     out.body = std::move(large_);
     large_ = phoenix::Bytes();
     if (large_head_len_ == 0) out.payload = *out.body;  // a large control frame: the buffer is the payload
@@ -185,8 +199,15 @@ frame_decoder::status frame_decoder::next(frame_view& out) {
   if (error_ != frame_error::none) return status::error;
   const std::size_t total = frame_header_bytes + h.length;
   if (avail >= total) {
+    const std::size_t trailer = trailer_of(h);
+    if (h.length < trailer) {
+      error_ = frame_error::bad_payload;
+      return status::error;
+    }
+    const std::byte* p = buf_.data() + begin_ + frame_header_bytes;
     out.header = h;
-    out.payload = std::span<const std::byte>(buf_.data() + begin_ + frame_header_bytes, h.length);
+    out.payload = std::span<const std::byte>(p, h.length - trailer);
+    out.trailer = std::span<const std::byte>(p + h.length - trailer, trailer);
     out.body.reset();
     begin_ += total;
     if (begin_ == end_) begin_ = end_ = 0;

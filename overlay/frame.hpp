@@ -10,8 +10,9 @@
 // A data frame's payload starts with a fixed 40-byte head (data_head) followed by the message body. Control
 // frames (handshake, ack, routing, goodbye) carry small payloads defined next to their users.
 //
-// Until a link is authenticated its frames may not exceed max_handshake_payload; after that the node's
-// configured maximum applies. A frame over the limit, with a wrong magic, another version or an unknown type
+// Until a link is authenticated its frames may not exceed max_handshake_payload, and the decoder buffers at
+// most handshake_buffer_bytes; after that the node's configured maximum applies. Frames after the handshake may
+// end in a trailer (the frame_protection tag), counted in the header's length. A frame over the limit, with a wrong magic, another version or an unknown type
 // is a protocol error: the link is closed (the caller logs it) and the node goes on serving its other links.
 //
 // frame_decoder reassembles frames from a byte stream without I/O of its own: the connection reads into the
@@ -34,6 +35,10 @@ inline constexpr std::uint16_t frame_magic = 0x5850;
 inline constexpr std::uint8_t frame_version = 1;
 inline constexpr std::size_t frame_header_bytes = 8;
 inline constexpr std::uint32_t max_handshake_payload = 4096;
+// What a connection that has not authenticated may make a node buffer (a HELLO is about 120 bytes).
+inline constexpr std::size_t handshake_buffer_bytes = 4096 + 64;
+// The buffer after authentication: frames up to half of it are reassembled there, larger ones read in place.
+inline constexpr std::size_t link_buffer_bytes = 256 * 1024;
 // No configuration can raise a frame beyond this: it bounds what a peer can make us allocate.
 inline constexpr std::uint32_t hard_max_payload = 1u << 30;
 
@@ -52,6 +57,8 @@ enum class frame_type : std::uint8_t {
 };
 bool is_known_frame_type(std::uint8_t t);
 const char* to_string(frame_type t);
+// HELLO, AUTH and REFUSE: the frames of the handshake, which never carry a trailer.
+bool is_handshake_frame(frame_type t);
 
 struct frame_header {
   frame_type type = frame_type::data;
@@ -95,18 +102,24 @@ std::vector<std::byte> make_control_frame(frame_type type, std::span<const std::
 std::vector<std::byte> make_ack_frame(frame_type type, std::uint64_t ack);  // ack and goodbye: one u64
 std::optional<std::uint64_t> decode_ack_payload(std::span<const std::byte> payload);
 
-// One complete frame as frame_decoder hands it out. `payload` is valid until the next call on the decoder.
-// For a data frame read in large mode, `payload` holds only the 40-byte head and `body` the rest.
+// One complete frame as frame_decoder hands it out. `payload` and `trailer` are valid until the next call on
+// the decoder. For a data frame read in large mode, `payload` holds only the 40-byte head and `body` the rest
+// of the payload. `trailer` is the frame's last trailer_bytes() (empty for handshake frames).
 struct frame_view {
   frame_header header;
   std::span<const std::byte> payload;
   std::optional<phoenix::Bytes> body;
+  std::span<const std::byte> trailer;
 };
 
 class frame_decoder {
  public:
-  explicit frame_decoder(std::uint32_t max_payload, std::size_t buffer_bytes = 256 * 1024);
+  explicit frame_decoder(std::uint32_t max_payload, std::size_t buffer_bytes = link_buffer_bytes);
   void set_max_payload(std::uint32_t max_payload) { max_payload_ = max_payload; }
+  // From the next frame on, every frame but a handshake frame ends in `bytes` of trailer.
+  void set_trailer_bytes(std::size_t bytes) { trailer_bytes_ = bytes; }
+  // Grow the reassembly buffer (bytes already buffered are kept); never shrinks.
+  void reserve(std::size_t buffer_bytes);
 
   std::span<std::byte> prepare();  // where the next read should go (never empty)
   void commit(std::size_t n);      // n bytes arrived there
@@ -119,7 +132,10 @@ class frame_decoder {
   void compact();
   status start_large(const frame_header& h);
 
+  std::size_t trailer_of(const frame_header& h) const { return is_handshake_frame(h.type) ? 0 : trailer_bytes_; }
+
   std::uint32_t max_payload_;
+  std::size_t trailer_bytes_ = 0;
   std::vector<std::byte> buf_;
   std::size_t begin_ = 0;
   std::size_t end_ = 0;
@@ -132,6 +148,8 @@ class frame_decoder {
   std::size_t large_head_len_ = 0;
   phoenix::Bytes large_;
   std::size_t large_filled_ = 0;
+  std::array<std::byte, 64> large_trailer_{};
+  std::size_t large_trailer_len_ = 0;
 };
 
 }  // namespace phoenix::overlay

@@ -4,10 +4,13 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/kdf.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cassert>
 #include <climits>
+#include <cstring>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -18,7 +21,9 @@ namespace phoenix::overlay {
 namespace {
 
 // Domain separation: a MAC made for this purpose cannot be mistaken for one made with the same key elsewhere.
-constexpr std::string_view auth_label = "phoenix-link-auth-v1";
+constexpr std::string_view auth_label = "phoenix-link-auth-v2";
+constexpr std::string_view continuity_label = "phoenix-link-continuity-v1";
+constexpr std::string_view keys_label = "phoenix-link-keys-v1";
 
 std::span<const std::byte> as_byte_span(const nonce_bytes& n) { return std::as_bytes(std::span(n)); }
 
@@ -58,10 +63,20 @@ nonce_bytes random_nonce() {
 // nullopt when `h` was filled in.
 std::optional<std::string> decode_hello_body(reader& r, hello& h) {
   std::uint8_t name_len = 0;
+  std::uint8_t role = 0;
+  std::uint8_t protection = 0;
   if (!(r.get_u64(h.space_size) && r.get_u64(h.resource_name) &&
-        r.get_bytes(std::as_writable_bytes(std::span(h.nonce))) && r.get_u8(name_len))) {
+        r.get_bytes(std::as_writable_bytes(std::span(h.nonce))) && r.get_u8(role) && r.get_u8(protection) &&
+        r.get_u8(name_len))) {
     return "HELLO truncated";
   }
+  if (role > 1) return "HELLO role " + std::to_string(role) + " is neither dialler (1) nor acceptor (0)";
+  if (protection > max_protection_mode) {
+    return "HELLO asks for frame protection mode " + std::to_string(protection) + ", refusing node knows up to " +
+           std::to_string(max_protection_mode);
+  }
+  h.role = static_cast<link_role>(role);
+  h.protection = static_cast<protection_mode>(protection);
   if (name_len > max_name_bytes) {
     return "HELLO name length " + std::to_string(name_len) + " > " + std::to_string(max_name_bytes);
   }
@@ -72,7 +87,54 @@ std::optional<std::string> decode_hello_body(reader& r, hello& h) {
   return std::nullopt;
 }
 
+// HMAC() one-shot (OpenSSL HMAC(3)); some versions reject a null key pointer even with length 0.
+mac_bytes hmac_sha256(std::span<const std::byte> key, std::span<const std::byte> message) {
+  static const unsigned char no_key = 0;
+  const void* k = key.empty() ? static_cast<const void*>(&no_key) : key.data();
+  if (key.size() > static_cast<std::size_t>(INT_MAX)) throw std::runtime_error("HMAC key too long");
+  mac_bytes mac{};
+  unsigned int mac_len = 0;
+  if (HMAC(EVP_sha256(), k, static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(message.data()),
+           message.size(), mac.data(), &mac_len) == nullptr ||
+      mac_len != mac.size()) {
+    throw std::runtime_error("HMAC-SHA256 failed");
+  }
+  return mac;
+}
+
+// HKDF-SHA256 extract-and-expand (RFC 5869) through libcrypto's EVP_PKEY_HKDF.
+void hkdf_sha256(std::span<const std::byte> ikm, std::span<const std::byte> salt, std::span<const std::byte> info,
+                 std::span<std::byte> out) {
+  EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr);
+  auto u = [](std::span<const std::byte> s) { return reinterpret_cast<const unsigned char*>(s.data()); };
+  std::size_t out_len = out.size();
+  const bool ok = ctx && EVP_PKEY_derive_init(ctx) > 0 && EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) > 0 &&
+                  EVP_PKEY_CTX_set1_hkdf_salt(ctx, u(salt), static_cast<int>(salt.size())) > 0 &&
+                  EVP_PKEY_CTX_set1_hkdf_key(ctx, u(ikm), static_cast<int>(ikm.size())) > 0 &&
+                  EVP_PKEY_CTX_add1_hkdf_info(ctx, u(info), static_cast<int>(info.size())) > 0 &&
+                  EVP_PKEY_derive(ctx, reinterpret_cast<unsigned char*>(out.data()), &out_len) > 0 &&
+                  out_len == out.size();
+  EVP_PKEY_CTX_free(ctx);
+  if (!ok) throw std::runtime_error("HKDF-SHA256 failed");
+}
+
 }  // namespace
+
+const char* to_string(protection_mode m) {
+  switch (m) {
+    case protection_mode::off:
+      return "off";
+    case protection_mode::integrity:
+      return "integrity";
+  }
+  return "unknown";
+}
+
+std::optional<protection_mode> protection_mode_from(std::string_view text) {
+  if (text == "off") return protection_mode::off;
+  if (text == "integrity") return protection_mode::integrity;
+  return std::nullopt;
+}
 
 const char* to_string(refuse_reason reason) {
   switch (reason) {
@@ -88,6 +150,8 @@ const char* to_string(refuse_reason reason) {
       return "malformed";
     case refuse_reason::duplicate:
       return "duplicate";
+    case refuse_reason::role:
+      return "role";
   }
   return "unknown";
 }
@@ -101,35 +165,73 @@ mac_bytes auth_mac(std::span<const std::byte> cluster_key, const auth_fields& f)
       .put_u64(f.receiver_resource_name)
       .put_bytes(as_byte_span(f.sender_nonce))
       .put_bytes(as_byte_span(f.receiver_nonce))
+      .put_u8(static_cast<std::uint8_t>(f.sender_role))
+      .put_u8(static_cast<std::uint8_t>(f.sender_protection))
+      .put_u8(static_cast<std::uint8_t>(f.receiver_protection))
       .put_u64(f.resume_ack);
-  const auto message = w.bytes();
-  // HMAC() one-shot (OpenSSL HMAC(3)); some versions reject a null key pointer even with length 0.
-  static const unsigned char no_key = 0;
-  const void* key = cluster_key.empty() ? static_cast<const void*>(&no_key) : cluster_key.data();
-  if (cluster_key.size() > static_cast<std::size_t>(INT_MAX)) throw std::runtime_error("cluster key too long");
-  mac_bytes mac{};
-  unsigned int mac_len = 0;
-  if (HMAC(EVP_sha256(), key, static_cast<int>(cluster_key.size()),
-           reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac.data(),
-           &mac_len) == nullptr ||
-      mac_len != mac.size()) {
-    throw std::runtime_error("HMAC-SHA256 failed");
-  }
-  return mac;
+  return hmac_sha256(cluster_key, w.bytes());
+}
+
+mac_bytes continuity_proof(const secret_bytes& session_secret, const auth_fields& f) {
+  writer w;
+  w.put_bytes(std::as_bytes(std::span(continuity_label)))
+      .put_u64(f.sender_resource_name)
+      .put_u64(f.receiver_resource_name)
+      .put_bytes(as_byte_span(f.sender_nonce))
+      .put_bytes(as_byte_span(f.receiver_nonce));
+  return hmac_sha256(std::as_bytes(std::span(session_secret)), w.bytes());
+}
+
+void link_keys::wipe() {
+  OPENSSL_cleanse(send.data(), send.size());
+  OPENSSL_cleanse(receive.data(), receive.size());
+  OPENSSL_cleanse(session_secret.data(), session_secret.size());
+}
+
+link_keys derive_link_keys(std::span<const std::byte> cluster_key, const hello& self, const hello& peer,
+                           protection_mode mode) {
+  const bool dialler = self.role == link_role::dialler;
+  const hello& d = dialler ? self : peer;
+  const hello& a = dialler ? peer : self;
+  writer salt;
+  salt.put_bytes(as_byte_span(d.nonce)).put_bytes(as_byte_span(a.nonce));
+  writer info;
+  info.put_bytes(std::as_bytes(std::span(keys_label)))
+      .put_u16(self.version)
+      .put_u64(self.space_size)
+      .put_u64(d.resource_name)
+      .put_u64(a.resource_name)
+      .put_u8(static_cast<std::uint8_t>(mode));
+  std::array<std::byte, 3 * secret_size_bytes> out{};
+  hkdf_sha256(cluster_key, salt.bytes(), info.bytes(), out);
+  link_keys k;
+  k.mode = mode;
+  auto block = [&](std::size_t i, secret_bytes& into) {
+    std::memcpy(into.data(), out.data() + i * secret_size_bytes, secret_size_bytes);
+  };
+  block(dialler ? 0 : 1, k.send);
+  block(dialler ? 1 : 0, k.receive);
+  block(2, k.session_secret);
+  OPENSSL_cleanse(out.data(), out.size());
+  return k;
 }
 
 handshake::handshake(std::span<const std::byte> cluster_key, std::uint64_t space_size,
-                     std::uint64_t resource_name, std::string name, std::uint16_t version)
-    : handshake(cluster_key, space_size, resource_name, std::move(name), random_nonce(), version) {}
+                     std::uint64_t resource_name, std::string name, link_role role, protection_mode protection,
+                     std::uint16_t version)
+    : handshake(cluster_key, space_size, resource_name, std::move(name), role, protection, random_nonce(),
+                version) {}
 
 handshake::handshake(std::span<const std::byte> cluster_key, std::uint64_t space_size,
-                     std::uint64_t resource_name, std::string name, const nonce_bytes& nonce,
-                     std::uint16_t version)
+                     std::uint64_t resource_name, std::string name, link_role role, protection_mode protection,
+                     const nonce_bytes& nonce, std::uint16_t version)
     : key_(cluster_key.begin(), cluster_key.end()) {
   own_.version = version;
   own_.space_size = space_size;
   own_.resource_name = resource_name;
   own_.nonce = nonce;
+  own_.role = role;
+  own_.protection = protection;
   own_.name = printable(truncate_utf8(std::move(name), max_name_bytes));
 }
 
@@ -141,8 +243,12 @@ handshake::handshake(handshake&& other) noexcept
       peer_(std::move(other.peer_)),
       has_peer_hello_(other.has_peer_hello_),
       peer_resume_ack_(other.peer_resume_ack_),
+      peer_proof_(other.peer_proof_),
+      keys_(other.keys_),
       state_(other.state_),
-      failure_(std::move(other.failure_)) {}
+      failure_(std::move(other.failure_)) {
+  other.keys_.wipe();
+}
 
 handshake& handshake::operator=(handshake&& other) noexcept {
   if (this != &other) {
@@ -152,6 +258,9 @@ handshake& handshake::operator=(handshake&& other) noexcept {
     peer_ = std::move(other.peer_);
     has_peer_hello_ = other.has_peer_hello_;
     peer_resume_ack_ = other.peer_resume_ack_;
+    peer_proof_ = other.peer_proof_;
+    keys_ = other.keys_;
+    other.keys_.wipe();
     state_ = other.state_;
     failure_ = std::move(other.failure_);
   }
@@ -161,6 +270,7 @@ handshake& handshake::operator=(handshake&& other) noexcept {
 void handshake::wipe_key() {
   if (!key_.empty()) OPENSSL_cleanse(key_.data(), key_.size());
   key_.clear();
+  keys_.wipe();
 }
 
 std::vector<std::byte> handshake::hello_payload() const {
@@ -169,6 +279,8 @@ std::vector<std::byte> handshake::hello_payload() const {
       .put_u64(own_.space_size)
       .put_u64(own_.resource_name)
       .put_bytes(as_byte_span(own_.nonce))
+      .put_u8(static_cast<std::uint8_t>(own_.role))
+      .put_u8(static_cast<std::uint8_t>(own_.protection))
       .put_u8(static_cast<std::uint8_t>(own_.name.size()))  // <= max_name_bytes, see the constructor
       .put_bytes(std::as_bytes(std::span(own_.name)));
   return std::move(w).take();
@@ -218,6 +330,11 @@ std::optional<refusal> handshake::check_peer_hello(const hello& h) const {
     return refusal{refuse_reason::self_connection,
                    "received nonce is the refusing node's own (reflected HELLO)"};
   }
+  if (h.role == own_.role) {
+    return refusal{refuse_reason::role, std::string("received and refusing node both ") +
+                                            (h.role == link_role::dialler ? "dialled" : "accepted") +
+                                            " this connection (a relay between two nodes?)"};
+  }
   return std::nullopt;
 }
 
@@ -226,13 +343,23 @@ const hello& handshake::peer() const {
   return peer_;
 }
 
-std::vector<std::byte> handshake::auth_payload(std::uint64_t resume_ack) const {
+// The fields of the AUTH this node sends (sent = true) or expects from the peer.
+auth_fields handshake::fields(bool sent, std::uint64_t resume_ack) const {
+  const hello& from = sent ? own_ : peer_;
+  const hello& to = sent ? peer_ : own_;
+  return auth_fields{own_.version, own_.space_size, from.resource_name, to.resource_name, from.nonce, to.nonce,
+                     from.role,    from.protection, to.protection,      resume_ack};
+}
+
+std::vector<std::byte> handshake::auth_payload(std::uint64_t resume_ack,
+                                               const std::optional<secret_bytes>& session_secret) const {
   assert(has_peer_hello());
   if (!has_peer_hello()) return {};
-  const mac_bytes mac = auth_mac(key_, {own_.version, own_.space_size, own_.resource_name, peer_.resource_name,
-                                        own_.nonce, peer_.nonce, resume_ack});
+  const auth_fields f = fields(true, resume_ack);
+  const mac_bytes mac = auth_mac(key_, f);
+  const mac_bytes proof = session_secret ? continuity_proof(*session_secret, f) : mac_bytes{};
   writer w;
-  w.put_bytes(std::as_bytes(std::span(mac))).put_u64(resume_ack);
+  w.put_bytes(std::as_bytes(std::span(mac))).put_u64(resume_ack).put_bytes(std::as_bytes(std::span(proof)));
   return std::move(w).take();
 }
 
@@ -243,21 +370,30 @@ std::optional<refusal> handshake::on_auth(std::span<const std::byte> payload) {
   reader r(payload);
   mac_bytes received{};
   std::uint64_t resume_ack = 0;
-  if (!(r.get_bytes(std::as_writable_bytes(std::span(received))) && r.get_u64(resume_ack) && r.at_end())) {
+  mac_bytes proof{};
+  if (!(r.get_bytes(std::as_writable_bytes(std::span(received))) && r.get_u64(resume_ack) &&
+        r.get_bytes(std::as_writable_bytes(std::span(proof))) && r.at_end())) {
     return fail(refuse_reason::malformed, "AUTH is " + std::to_string(payload.size()) + " bytes, expected " +
                                               std::to_string(auth_size_bytes));
   }
   // Recompute with the peer as sender and our own fresh nonce as receiver_nonce: an AUTH made for another
   // session (other nonces) or for another pair of nodes does not match.
-  const mac_bytes expected = auth_mac(key_, {own_.version, own_.space_size, peer_.resource_name,
-                                             own_.resource_name, peer_.nonce, own_.nonce, resume_ack});
+  const mac_bytes expected = auth_mac(key_, fields(false, resume_ack));
   // Constant time, so the comparison does not reveal how many leading bytes of a forged MAC were right.
   if (CRYPTO_memcmp(expected.data(), received.data(), expected.size()) != 0) {
     return fail(refuse_reason::key, "cluster key mismatch");
   }
   peer_resume_ack_ = resume_ack;
+  peer_proof_ = proof;
+  keys_ = derive_link_keys(key_, own_, peer_, std::max(own_.protection, peer_.protection));
   state_ = state::complete;
   return std::nullopt;
+}
+
+bool handshake::proves_continuity(const secret_bytes& session_secret) const {
+  if (!is_complete()) return false;
+  const mac_bytes expected = continuity_proof(session_secret, fields(false, peer_resume_ack_));
+  return CRYPTO_memcmp(expected.data(), peer_proof_.data(), expected.size()) == 0;
 }
 
 std::vector<std::byte> handshake::refuse_payload(const refusal& r) {

@@ -35,6 +35,7 @@ overlay::overlay(asio::io_context& io, overlay_config config, node_id self, deli
       routing_timer_(io),
       hop_retry_timer_(io) {
   conn_params_.cluster_key = config_.cluster_key;
+  conn_params_.protection = config_.link_protection;
   conn_params_.space_size = config_.space_size;
   conn_params_.self = self_;
   conn_params_.name = config_.name;
@@ -64,6 +65,7 @@ overlay::~overlay() {
 std::error_code overlay::listen(const std::string& text, std::string& bound, std::string* error) {
   const auto a = parse_address(text, error);
   if (!a) return std::make_error_code(std::errc::invalid_argument);
+  if (refuses_address(*a, error)) return std::make_error_code(std::errc::permission_denied);
   if (a->scheme != address::scheme_t::tcp) {
     if (error) *error = "a node listens on tcp:// addresses only";
     return std::make_error_code(std::errc::address_family_not_supported);
@@ -99,6 +101,7 @@ std::error_code overlay::listen(const std::string& text, std::string& bound, std
 std::error_code overlay::add_port(const std::string& text, std::string* error) {
   const auto a = parse_address(text, error);
   if (!a) return std::make_error_code(std::errc::invalid_argument);
+  if (refuses_address(*a, error)) return std::make_error_code(std::errc::permission_denied);
   auto d = std::make_unique<dialer>();
   d->target = *a;
   d->text = text;
@@ -106,6 +109,18 @@ std::error_code overlay::add_port(const std::string& text, std::string* error) {
   dialers_.push_back(std::move(d));
   dial(*dialers_.back());
   return {};
+}
+
+bool overlay::refuses_address(const address& a, std::string* error) const {
+  if (!config_.loopback_only || is_loopback(a)) return false;
+  if (error) {
+    *error = a.to_string() +
+             " is not a loopback address, and without a cluster key a node links on loopback only (the built-in "
+             "key is public). Make a key with: head -c 32 /dev/urandom | base64 > cluster.key && chmod 600 "
+             "cluster.key, and give every node the same file as cluster_key_file (or PHOENIX_CLUSTER_KEY_FILE); "
+             "phsh writes one for the nodes it starts";
+  }
+  return true;
 }
 
 void overlay::accept_next() {
@@ -210,9 +225,10 @@ overlay::dialer* overlay::dialer_of(const connection& c) {
 
 // --- links --------------------------------------------------------------------------------------------------
 
-std::uint64_t overlay::resume_ack_for(node_id peer) {
+link_resume overlay::resume_for(node_id peer) {
   const auto it = neighbours_.find(peer);
-  return it == neighbours_.end() ? 0 : it->second->session.received();
+  if (it == neighbours_.end()) return {};
+  return {it->second->session.received(), it->second->secret};
 }
 
 // Two nodes that dial each other end up with two connections. Both ends must keep the same one without
@@ -243,12 +259,16 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
       if (auto* d = dialer_of(*c)) schedule_redial(*d);
       return;
     }
+    // Only the peer itself, holding the working link's secret, may replace that link: not a relay, not another
+    // key holder that claims the peer's resource name.
+    if (!nb.secret || !c->proves_continuity(*nb.secret)) return refuse_displacement(c, nb);
     auto old = nb.conn;
     old->stop();
     // Its dialler (if ours) goes back to watching: it redials only if this neighbour is lost again.
     if (auto* d = dialer_of(*old)) schedule_redial(*d);
   }
   nb.conn = c;
+  nb.secret = c->session_secret();
   nb.said_goodbye = false;
   c->attach(&nb.session);
   nb.session.resume(c->peer_resume_ack());
@@ -262,8 +282,22 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   routing_changed();
 }
 
+void overlay::refuse_displacement(const std::shared_ptr<connection>& c, const neighbour& nb) {
+  const auto now = clock::now();
+  auto [it, fresh] = refusals_warned_.emplace("displacement", now);
+  const bool warn = fresh || now - it->second > std::chrono::minutes(1);
+  if (warn) it->second = now;
+  logger()->log(warn ? spdlog::level::warn : spdlog::level::debug,
+                "{}: a second link claiming to be {} ({}) via {} did not prove it continues the working link's "
+                "session: closed it, keeping the working link",
+                config_.name, nb.name, c->peer(), c->remote());
+  c->stop();
+  if (auto* d = dialer_of(*c)) schedule_redial(*d);
+}
+
 void overlay::on_connection_down(const std::shared_ptr<connection>& c, const std::string& reason) {
   handshaking_.erase(c);
+  if (c->was_forged()) ++frames_rejected_;
   dialer* d = dialer_of(*c);
   const node_id peer = c->peer();
   const auto it = peer ? neighbours_.find(peer) : neighbours_.end();
@@ -476,6 +510,9 @@ void overlay::route(packet p) {
     return;
   }
   if (p.hops_left == 0) return hold_out_of_hops(std::move(p));
+  // Behind packets for the same destination that wait here: a route that came back before flush_waiting ran
+  // must not let a newer packet overtake them.
+  if (!waiting_dests_.empty() && waiting_dests_.contains(p.dest)) return hold(std::move(p));
   const auto nh = next_hop_for(p.dest);
   if (!nh) return hold(std::move(p));
   --p.hops_left;
@@ -491,6 +528,7 @@ void overlay::forward(node_id next_hop, packet p) {
 
 void overlay::hold(packet p) {
   waiting_bytes_ += p.footprint();
+  ++waiting_dests_[p.dest];
   waiting_.push_back(std::move(p));
 }
 
@@ -521,6 +559,7 @@ void overlay::flush_waiting() {
   std::deque<packet> retry;
   retry.swap(waiting_);
   waiting_bytes_ = 0;
+  waiting_dests_.clear();
   for (auto& p : retry) {
     if (p.hops_left == 0) p.hops_left = config_.hop_limit;
     route(std::move(p));
@@ -662,6 +701,7 @@ std::vector<packet> overlay::take_undelivered() {
   for (auto& p : waiting_) out.push_back(std::move(p));
   waiting_.clear();
   waiting_bytes_ = 0;
+  waiting_dests_.clear();
   for (auto& [id, nb] : neighbours_)
     for (auto& p : nb->session.take_all()) out.push_back(std::move(p));
   return out;
@@ -704,6 +744,7 @@ overlay_view overlay::view() const {
       v.waiting_for.push_back(p.dest);
   }
   v.links_lost = links_lost_;
+  v.frames_rejected = frames_rejected_;
   v.out_of_hops = out_of_hops_;
   return v;
 }

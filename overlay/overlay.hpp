@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
@@ -41,6 +42,10 @@ struct overlay_config {
   std::string name;
   std::uint64_t space_size = std::uint64_t{1} << 62;
   std::vector<std::byte> cluster_key;
+  // The key is public (no key was configured): listen and dial on loopback addresses only.
+  bool loopback_only = false;
+  // What protects frames after the handshake (frame_protection.hpp); a link takes the stronger of both ends'.
+  protection_mode link_protection = protection_mode::integrity;
   std::chrono::milliseconds retry_interval{1000};
   std::uint64_t max_waiting_bytes = 256ull << 20;
   std::uint64_t max_message_bytes = 64ull << 20;
@@ -73,6 +78,7 @@ struct overlay_view {
   std::uint64_t waiting_bytes = 0;
   std::vector<std::uint64_t> waiting_for;  // distinct destinations of waiting packets, the first few
   std::uint64_t links_lost = 0;
+  std::uint64_t frames_rejected = 0;  // connections closed for a frame that failed authentication
   std::uint64_t out_of_hops = 0;  // packets that used up their hop budget here (held, then re-routed)
 };
 
@@ -89,7 +95,8 @@ class overlay final : public connection_owner {
   const overlay_config& config() const { return config_; }
 
   // Endpoints. listen() binds now and returns the bound address; add_port() dials in the background and
-  // redials at the retry interval for as long as the node runs.
+  // redials at the retry interval for as long as the node runs. With loopback_only, both refuse any other
+  // address with std::errc::permission_denied and an error that says how to make a cluster key.
   std::error_code listen(const std::string& address, std::string& bound, std::string* error = nullptr);
   std::error_code add_port(const std::string& address, std::string* error = nullptr);
 
@@ -155,7 +162,7 @@ class overlay final : public connection_owner {
   overlay_view view() const;
 
   // connection_owner
-  std::uint64_t resume_ack_for(node_id peer) override;
+  link_resume resume_for(node_id peer) override;
   void on_connection_up(const std::shared_ptr<connection>& c) override;
   void on_connection_down(const std::shared_ptr<connection>& c, const std::string& reason) override;
   void on_data(connection& c, const data_head& head, phoenix::Bytes body) override;
@@ -168,6 +175,9 @@ class overlay final : public connection_owner {
     explicit neighbour(std::uint64_t window_bytes) : session(window_bytes) {}
     link_session session;
     std::shared_ptr<connection> conn;
+    // The secret of the connection that is (or last was) the link: a new connection displaces a working one
+    // only if the peer proves it holds it (handshake.hpp, "session continuity").
+    std::optional<secret_bytes> secret;
     std::string name;
     bool said_goodbye = false;
     bool leaving = false;       // it told us it is finalizing: not a next hop any more
@@ -193,6 +203,7 @@ class overlay final : public connection_owner {
   void flush_waiting();
   void account(std::int64_t delta);
 
+  bool refuses_address(const address& a, std::string* error) const;  // loopback_only and not loopback
   void accept_next();
   void dial(dialer& d);
   void dial_ssh(dialer& d);
@@ -203,6 +214,7 @@ class overlay final : public connection_owner {
   std::shared_ptr<connection> make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s);
   void start_connection(std::shared_ptr<connection> c);
   bool keeps_existing(const connection& existing, const connection& incoming) const;
+  void refuse_displacement(const std::shared_ptr<connection>& c, const neighbour& nb);
   void drop(connection& c, const std::string& reason);
 
   void routing_changed();
@@ -231,7 +243,9 @@ class overlay final : public connection_owner {
   interval_set own_;
   std::deque<packet> waiting_;
   std::uint64_t waiting_bytes_ = 0;
+  std::unordered_map<std::uint64_t, std::uint32_t> waiting_dests_;  // destinations in waiting_, with counts
   std::uint64_t links_lost_ = 0;
+  std::uint64_t frames_rejected_ = 0;
   std::uint64_t out_of_hops_ = 0;
   std::uint64_t routing_bytes_sent_ = 0;
   std::atomic<std::uint64_t> held_bytes_{0};

@@ -35,12 +35,13 @@ constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "in
 
 // Keys a top-level table or a [node.NAME] table may hold ("node" only at the top). Kept in one place so that
 // the unknown-key error can suggest the nearest one.
-constexpr std::array<std::string_view, 17> kKeys = {"name",
+constexpr std::array<std::string_view, 18> kKeys = {"name",
                                                     "listen",
                                                     "peers",
                                                     "space_size",
                                                     "log_level",
                                                     "cluster_key_file",
+                                                    "link_protection",
                                                     "retry_interval_ms",
                                                     "hop_limit",
                                                     "max_waiting_bytes",
@@ -260,6 +261,8 @@ std::string apply_table(const Context& ctx, const toml::value& table, std::strin
       err = read_string(v, config.log_level);
     } else if (key == "ssh_host_key_policy") {
       err = read_string(v, config.ssh_host_key_policy);
+    } else if (key == "link_protection") {
+      err = read_string(v, config.link_protection);
     } else if (key == "ssh_identity" || key == "ssh_known_hosts") {
       // Relative paths are taken relative to the file, like cluster_key_file; "~/..." is left for the link.
       std::string path;
@@ -523,6 +526,7 @@ std::string apply_environment_unguarded(Config& config, const EnvLookup& lookup)
   if (auto v = get("PHOENIX_SSH_IDENTITY")) c.ssh_identity = *v;
   if (auto v = get("PHOENIX_SSH_KNOWN_HOSTS")) c.ssh_known_hosts = *v;
   if (auto v = get("PHOENIX_SSH_HOST_KEY_POLICY")) c.ssh_host_key_policy = *v;
+  if (auto v = get("PHOENIX_LINK_PROTECTION")) c.link_protection = *v;
 
   const std::uint64_t old_space_size = c.space_size;
   constexpr std::uint64_t u64max = std::numeric_limits<std::uint64_t>::max();
@@ -672,6 +676,8 @@ std::string validate(const Config& c) {
     if (c.ssh_host_key_policy != "strict" && c.ssh_host_key_policy != "accept-new")
       return "ssh_host_key_policy \"" + c.ssh_host_key_policy +
              "\" must be \"strict\" or \"accept-new\" (host key checking cannot be turned off)";
+    if (c.link_protection != "integrity" && c.link_protection != "off")
+      return "link_protection \"" + c.link_protection + "\" must be \"integrity\" or \"off\"";
     if (c.retry_interval_ms < 10 || c.retry_interval_ms > 3'600'000)
       return "retry_interval_ms must be in 10..3600000 (got " + std::to_string(c.retry_interval_ms) + ")";
     if (c.max_message_bytes < 1 || c.max_message_bytes > kGiB)

@@ -205,6 +205,8 @@ overlay::overlay_config Node::Impl::overlay_config(std::vector<std::byte> key) c
   oc.name = config_.name;
   oc.space_size = config_.space_size;
   oc.cluster_key = std::move(key);
+  oc.link_protection = config_.link_protection == "off" ? overlay::protection_mode::off
+                                                         : overlay::protection_mode::integrity;
   oc.retry_interval = std::chrono::milliseconds(config_.retry_interval_ms);
   oc.max_waiting_bytes = config_.max_waiting_bytes;
   oc.max_message_bytes = config_.max_message_bytes;
@@ -227,8 +229,9 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   set_log_levels(*level);
 
   std::vector<std::byte> key;
-  if (config_.cluster_key_file.empty()) {
-    logger()->warn("{}: no cluster_key_file configured: using the public development key (anyone can join)",
+  const bool public_key = config_.cluster_key_file.empty();
+  if (public_key) {
+    logger()->warn("{}: no cluster_key_file configured: using the public development key, on loopback only",
                    config_.name);
     key = overlay::development_key();
   } else {
@@ -247,17 +250,19 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   resource_name_ = make_resource_name(config_.space_size);
   drain_posted_ = false;
   progress_ = std::make_unique<progress_engine>();
-  overlay_ = std::make_unique<overlay::overlay>(progress_->io(), overlay_config(std::move(key)), resource_name_,
+  auto oc = overlay_config(std::move(key));
+  oc.loopback_only = public_key;
+  overlay_ = std::make_unique<overlay::overlay>(progress_->io(), std::move(oc), resource_name_,
                                                 [this](overlay::packet&& p) { deliver(std::move(p)); });
   progress_->set_direct_reads({[this] { return overlay_->begin_direct_reads(); },
                                [this] { return overlay_->read_direct(); },
                                [this] { overlay_->end_direct_reads(); }});
   const std::string listen = port.empty() ? config_.listen : std::string(port);
   std::string error;
-  if (overlay_->listen(listen, local_port_, &error)) {
+  if (const auto ec = overlay_->listen(listen, local_port_, &error)) {
     overlay_.reset();
     progress_.reset();
-    return fail(PH_EADDR, error);
+    return fail(ec == std::errc::permission_denied ? PH_EKEY : PH_EADDR, error);
   }
   for (const auto& s : config_.assume) assume_now(s);
   migration_ = std::make_unique<migration_driver>(
@@ -268,10 +273,10 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
                                  [this](Interval s) { return holders_.handling(s); }});
   sync_migration_interval();
   for (const auto& peer : config_.peers) {
-    if (overlay_->add_port(peer, &error)) {
+    if (const auto ec = overlay_->add_port(peer, &error)) {
       overlay_.reset();
       progress_.reset();
-      return fail(PH_EADDR, error);
+      return fail(ec == std::errc::permission_denied ? PH_EKEY : PH_EADDR, error);
     }
   }
   for (auto& p : logged) overlay_->inject(std::move(p));
@@ -815,6 +820,7 @@ std::error_code Node::add_port(std::string_view peer) {
   const auto ec = impl_->progress_->call([&] { return impl_->overlay_->add_port(std::string(peer), &error); });
   if (!ec) return {};
   logger()->error("{}: add_port {}: {}", impl_->config_.name, peer, error);
+  if (ec == std::errc::permission_denied) return make_error_code(PH_EKEY);
   return make_error_code(ec == std::errc::operation_not_supported ? PH_ENOTSUP : PH_EADDR);
 }
 

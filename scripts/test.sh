@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
 stages=${STAGES:-"release asan tsan fuzz install"}
-fuzz_seconds=${PHOENIX_FUZZ_SECONDS:-30}
+fuzz_seconds=${PHOENIX_FUZZ_SECONDS:-20}
 
 started=$SECONDS
 stage() { printf '\n==== %s (at %ds) ====\n' "$*" $((SECONDS - started)); }
@@ -63,32 +63,35 @@ for s in $stages; do
         ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration'
       ;;
     fuzz)
-      stage "libFuzzer: ${fuzz_seconds}s per harness"
+      harnesses=(frame_decoder route_message handshake frame_auth)
+      stage "libFuzzer: ${fuzz_seconds}s per harness, ${#harnesses[@]} harnesses"
       CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_BUILD_FUZZ=ON \
         -DPHOENIX_BUILD_TESTS=OFF -DPHOENIX_BUILD_BENCH=OFF
-      cmake --build build/fuzz -j "$jobs" --target fuzz_frame_decoder fuzz_route_message
+      cmake --build build/fuzz -j "$jobs" --target "${harnesses[@]/#/fuzz_}"
       # The harnesses run side by side, one per core: each fuzzes on one thread.
-      harnesses=(frame_decoder route_message)
-      pids=()
-      for h in "${harnesses[@]}"; do
-        corpus=build/fuzz/corpus_$h
-        rm -rf "$corpus" && mkdir -p "$corpus" && cp "tests/fuzz/corpus/$h"/* "$corpus"/
-        build/fuzz/tests/fuzz/fuzz_$h -max_total_time="$fuzz_seconds" -print_final_stats=1 \
-          -artifact_prefix=build/fuzz/ "$corpus" >"build/fuzz/fuzz_$h.log" 2>&1 &
-        pids+=($!)
-      done
-      for i in "${!harnesses[@]}"; do
-        h=${harnesses[$i]}
-        log=build/fuzz/fuzz_$h.log
-        if ! wait "${pids[$i]}"; then
-          kill "${pids[@]}" 2>/dev/null || true
-          tail -40 "$log"
-          echo "fuzz_$h found a failure; the input is in build/fuzz (crash-*)" >&2
-          exit 1
-        fi
-        echo "fuzz_$h: ${fuzz_seconds}s"
-        grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done)' "$log" || true
-        rm -rf "build/fuzz/corpus_$h"
+      for ((first = 0; first < ${#harnesses[@]}; first += jobs)); do
+        batch=("${harnesses[@]:first:jobs}")
+        pids=()
+        for h in "${batch[@]}"; do
+          corpus=build/fuzz/corpus_$h
+          rm -rf "$corpus" && mkdir -p "$corpus" && cp "tests/fuzz/corpus/$h"/* "$corpus"/
+          build/fuzz/tests/fuzz/fuzz_$h -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+            -artifact_prefix=build/fuzz/ "$corpus" >"build/fuzz/fuzz_$h.log" 2>&1 &
+          pids+=($!)
+        done
+        for i in "${!batch[@]}"; do
+          h=${batch[$i]}
+          log=build/fuzz/fuzz_$h.log
+          if ! wait "${pids[$i]}"; then
+            kill "${pids[@]}" 2>/dev/null || true
+            tail -40 "$log"
+            echo "fuzz_$h found a failure; the input is in build/fuzz (crash-*)" >&2
+            exit 1
+          fi
+          echo "fuzz_$h: ${fuzz_seconds}s"
+          grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done)' "$log" || true
+          rm -rf "build/fuzz/corpus_$h"
+        done
       done
       ;;
     install)

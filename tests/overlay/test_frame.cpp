@@ -170,3 +170,70 @@ TEST_CASE("frame: ack payload must be exactly 8 bytes") {
   const std::byte seven[7]{};
   CHECK_FALSE(decode_ack_payload(std::span<const std::byte>(seven, 7)).has_value());
 }
+
+TEST_CASE("frame: after set_trailer_bytes every frame but a handshake frame ends in a trailer, small or large") {
+  frame_decoder d(hard_max_payload, 4096);
+  d.set_trailer_bytes(16);
+  std::vector<std::byte> stream;
+  auto add = [&](frame_type type, std::size_t payload, std::uint8_t fill) {
+    std::vector<std::byte> f(frame_header_bytes + payload + 16, std::byte{fill});
+    encode_frame_header(f.data(), type, static_cast<std::uint32_t>(payload + 16));
+    for (std::size_t i = 0; i < 16; ++i) f[f.size() - 16 + i] = std::byte{0xEE};  // the trailer
+    stream.insert(stream.end(), f.begin(), f.end());
+  };
+  add(frame_type::ack, 8, 0x11);
+  data_head h{};
+  std::vector<std::byte> large = data_frame(h, 10000, 0x22);
+  encode_frame_header(large.data(), frame_type::data, static_cast<std::uint32_t>(data_head_bytes + 10000 + 16));
+  large.insert(large.end(), 16, std::byte{0xEE});
+  stream.insert(stream.end(), large.begin(), large.end());
+  const auto refuse = make_control_frame(frame_type::refuse, std::vector<std::byte>(5, std::byte{0x33}));
+  stream.insert(stream.end(), refuse.begin(), refuse.end());
+
+  std::size_t pos = 0;
+  std::vector<frame_view> frames;
+  std::vector<std::vector<std::byte>> trailers, payloads;
+  std::vector<std::size_t> bodies;
+  while (pos < stream.size()) {
+    auto room = d.prepare();
+    const std::size_t n = std::min(room.size(), stream.size() - pos);
+    std::memcpy(room.data(), stream.data() + pos, n);
+    d.commit(n);
+    pos += n;
+    frame_view f;
+    while (d.next(f) == frame_decoder::status::frame) {
+      trailers.emplace_back(f.trailer.begin(), f.trailer.end());
+      payloads.emplace_back(f.payload.begin(), f.payload.end());
+      bodies.push_back(f.body ? f.body->size() : 0);
+    }
+  }
+  REQUIRE(trailers.size() == 3);
+  CHECK(trailers[0] == std::vector<std::byte>(16, std::byte{0xEE}));
+  CHECK(payloads[0] == std::vector<std::byte>(8, std::byte{0x11}));
+  CHECK(trailers[1] == std::vector<std::byte>(16, std::byte{0xEE}));  // split off a body read in place
+  CHECK(payloads[1].size() == data_head_bytes);
+  CHECK(bodies[1] == 10000);
+  CHECK(trailers[2].empty());  // REFUSE: a handshake frame
+  CHECK(payloads[2] == std::vector<std::byte>(5, std::byte{0x33}));
+}
+
+TEST_CASE("frame: a frame shorter than its trailer is an error") {
+  frame_decoder d(hard_max_payload, 4096);
+  d.set_trailer_bytes(16);
+  std::vector<std::byte> f(frame_header_bytes + 8);
+  encode_frame_header(f.data(), frame_type::ack, 8);
+  auto room = d.prepare();
+  std::memcpy(room.data(), f.data(), f.size());
+  d.commit(f.size());
+  frame_view v;
+  CHECK(d.next(v) == frame_decoder::status::error);
+  CHECK(d.error() == frame_error::bad_payload);
+}
+
+TEST_CASE("frame: a decoder sized for the handshake offers at most its small buffer, and grows on reserve") {
+  frame_decoder d(max_handshake_payload, handshake_buffer_bytes);
+  CHECK(d.prepare().size() == handshake_buffer_bytes);
+  d.commit(3);
+  d.reserve(link_buffer_bytes);
+  CHECK(d.prepare().size() == link_buffer_bytes - 3);  // the bytes already there are kept
+}

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "overlay/cluster_key.hpp"
@@ -32,6 +33,10 @@ constexpr std::uint64_t space = 1u << 20;
 constexpr std::uint64_t rn_a = 0xA000000000000001ULL;
 constexpr std::uint64_t rn_b = 0xB000000000000002ULL;
 
+constexpr auto dialler = link_role::dialler;
+constexpr auto acceptor = link_role::acceptor;
+constexpr auto integrity = protection_mode::integrity;
+
 nonce_bytes nonce_of(std::uint8_t seed) {
   nonce_bytes n{};
   for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::uint8_t>(seed + i);
@@ -44,9 +49,11 @@ bool contains(const std::string& haystack, std::string_view needle) {
 
 // The HELLO layout of the protocol description, written independently of handshake.cpp.
 std::vector<std::byte> make_hello(std::uint16_t version, std::uint64_t l, std::uint64_t rn,
-                                  const nonce_bytes& n, std::string_view name) {
+                                  const nonce_bytes& n, std::string_view name, std::uint8_t role = 0,
+                                  std::uint8_t protection = 1) {
   writer w;
   w.put_u16(version).put_u64(l).put_u64(rn).put_bytes(std::as_bytes(std::span(n)));
+  w.put_u8(role).put_u8(protection);
   w.put_u8(static_cast<std::uint8_t>(name.size())).put_bytes(std::as_bytes(std::span(name)));
   return std::move(w).take();
 }
@@ -66,8 +73,8 @@ bool exchange_hellos(handshake& a, handshake& b) {
 // The happy path
 
 TEST_CASE("handshake: same key on both sides completes and exchanges resume_acks") {
-  handshake a(key_a, space, rn_a, "alpha");
-  handshake b(key_a, space, rn_b, "beta");
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity);
+  handshake b(key_a, space, rn_b, "beta", acceptor, integrity);
   CHECK_FALSE(a.has_peer_hello());
   REQUIRE(exchange_hellos(a, b));
   CHECK(a.peer() == b.own());
@@ -88,14 +95,14 @@ TEST_CASE("handshake: same key on both sides completes and exchanges resume_acks
 }
 
 TEST_CASE("handshake: every handshake gets a fresh random nonce") {
-  handshake a1(key_a, space, rn_a, "alpha");
-  handshake a2(key_a, space, rn_a, "alpha");
+  handshake a1(key_a, space, rn_a, "alpha", dialler, integrity);
+  handshake a2(key_a, space, rn_a, "alpha", dialler, integrity);
   CHECK(a1.own().nonce != a2.own().nonce);
   CHECK(a1.own().nonce != nonce_bytes{});
 }
 
 TEST_CASE("handshake: HELLO layout against the protocol description") {
-  handshake a(key_a, 0x1122334455667788ULL, 0x0102030405060708ULL, "ab", nonce_of(0x40), 0x0201);
+  handshake a(key_a, 0x1122334455667788ULL, 0x0102030405060708ULL, "ab", dialler, integrity, nonce_of(0x40), 0x0201);
   const auto payload = a.hello_payload();
   std::vector<std::byte> expected;
   for (int v : {0x01, 0x02,                                         // version 0x0201
@@ -104,6 +111,7 @@ TEST_CASE("handshake: HELLO layout against the protocol description") {
     expected.push_back(static_cast<std::byte>(v));
   }
   for (int i = 0; i < 32; ++i) expected.push_back(static_cast<std::byte>(0x40 + i));    // nonce
+  for (int v : {1, 1}) expected.push_back(static_cast<std::byte>(v));                   // dialler, integrity
   for (int v : {2, int{'a'}, int{'b'}}) expected.push_back(static_cast<std::byte>(v));  // name
   CHECK(payload == expected);
   CHECK(payload.size() == hello_fixed_size_bytes + 2);
@@ -112,18 +120,18 @@ TEST_CASE("handshake: HELLO layout against the protocol description") {
 TEST_CASE("handshake: own name is truncated to 64 bytes at a UTF-8 boundary and control characters replaced") {
   std::string long_name(63, 'x');
   long_name += "\xC3\xA9";  // 'é', would straddle byte 64
-  handshake a(key_a, space, rn_a, long_name, nonce_of(1));
+  handshake a(key_a, space, rn_a, long_name, dialler, integrity, nonce_of(1));
   CHECK(a.own().name == std::string(63, 'x'));
-  handshake b(key_a, space, rn_b, "evil\nname\x1b[31m", nonce_of(2));
+  handshake b(key_a, space, rn_b, "evil\nname\x1b[31m", acceptor, integrity, nonce_of(2));
   CHECK(b.own().name == "evil?name?[31m");
   // What is sent is what own() says, and the peer decodes it.
-  handshake c(key_a, space, rn_b, "c", nonce_of(3));
+  handshake c(key_a, space, rn_b, "c", acceptor, integrity, nonce_of(3));
   REQUIRE_FALSE(c.on_hello(a.hello_payload()).has_value());
   CHECK(c.peer().name == std::string(63, 'x'));
 }
 
 TEST_CASE("handshake: control characters in a peer's name are replaced") {
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
   REQUIRE_FALSE(a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), "x\r\ny\x7f")).has_value());
   CHECK(a.peer().name == "x??y?");
 }
@@ -132,8 +140,8 @@ TEST_CASE("handshake: control characters in a peer's name are replaced") {
 // Authentication failures
 
 TEST_CASE("handshake: different keys - both verifiers refuse with reason key") {
-  handshake a(key_a, space, rn_a, "alpha");
-  handshake b(key_b, space, rn_b, "beta");
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity);
+  handshake b(key_b, space, rn_b, "beta", acceptor, integrity);
   REQUIRE(exchange_hellos(a, b));  // HELLOs carry no proof yet
   // As on the wire: each side sends its AUTH on the peer's HELLO, before the peer's AUTH arrives.
   const auto auth_from_a = a.auth_payload(0);
@@ -158,15 +166,15 @@ TEST_CASE("handshake: different keys - both verifiers refuse with reason key") {
 
 TEST_CASE("handshake: an AUTH replayed from an earlier handshake is refused") {
   // Session 1, recorded by an eavesdropper.
-  handshake a1(key_a, space, rn_a, "alpha", nonce_of(10));
-  handshake b1(key_a, space, rn_b, "beta", nonce_of(20));
+  handshake a1(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(10));
+  handshake b1(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(20));
   REQUIRE(exchange_hellos(a1, b1));
   const auto old_hello = a1.hello_payload();
   const auto old_auth = a1.auth_payload(5);
   REQUIRE_FALSE(b1.on_auth(old_auth).has_value());  // it was valid then
 
   SUBCASE("replayed to a new handshake with a fresh random nonce") {
-    handshake b2(key_a, space, rn_b, "beta");
+    handshake b2(key_a, space, rn_b, "beta", acceptor, integrity);
     REQUIRE_FALSE(b2.on_hello(old_hello).has_value());  // the old HELLO itself is unremarkable
     const auto refused = b2.on_auth(old_auth);
     REQUIRE(refused.has_value());
@@ -174,8 +182,8 @@ TEST_CASE("handshake: an AUTH replayed from an earlier handshake is refused") {
     CHECK_FALSE(b2.is_complete());
   }
   SUBCASE("replayed after a fresh HELLO from the real peer") {
-    handshake a2(key_a, space, rn_a, "alpha", nonce_of(11));
-    handshake b2(key_a, space, rn_b, "beta", nonce_of(21));
+    handshake a2(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(11));
+    handshake b2(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(21));
     REQUIRE(exchange_hellos(a2, b2));
     const auto refused = b2.on_auth(old_auth);
     REQUIRE(refused.has_value());
@@ -184,8 +192,8 @@ TEST_CASE("handshake: an AUTH replayed from an earlier handshake is refused") {
 }
 
 TEST_CASE("handshake: a node's own AUTH reflected back to it is refused") {
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
-  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2));
   REQUIRE(exchange_hellos(a, b));
   const auto refused = a.on_auth(a.auth_payload(0));
   REQUIRE(refused.has_value());
@@ -195,8 +203,8 @@ TEST_CASE("handshake: a node's own AUTH reflected back to it is refused") {
 TEST_CASE("handshake: an AUTH obtained from a second connection to the same node does not verify") {
   // An attacker without the key poses as beta to alpha on connection 1 and, to get an AUTH over alpha's nonce,
   // sends alpha's nonce to alpha on connection 2. Alpha only ever signs as sender, so that AUTH is useless.
-  handshake a1(key_a, space, rn_a, "alpha");
-  handshake a2(key_a, space, rn_a, "alpha");
+  handshake a1(key_a, space, rn_a, "alpha", dialler, integrity);
+  handshake a2(key_a, space, rn_a, "alpha", dialler, integrity);
   REQUIRE_FALSE(a1.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(9), "beta")).has_value());
   REQUIRE_FALSE(a2.on_hello(make_hello(protocol_version, space, rn_b, a1.own().nonce, "beta")).has_value());
   const auto refused = a1.on_auth(a2.auth_payload(0));
@@ -205,8 +213,8 @@ TEST_CASE("handshake: an AUTH obtained from a second connection to the same node
 }
 
 TEST_CASE("handshake: a tampered resume_ack is refused") {
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
-  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2));
   REQUIRE(exchange_hellos(a, b));
   auto auth = a.auth_payload(100);
   auth[mac_size_bytes] ^= std::byte{1};  // resume_ack 100 -> 101
@@ -218,8 +226,8 @@ TEST_CASE("handshake: a tampered resume_ack is refused") {
 TEST_CASE("handshake: a tampered MAC is refused whichever byte changes") {
   for (std::size_t i = 0; i < mac_size_bytes; ++i) {
     CAPTURE(i);
-    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
-    handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+    handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2));
     REQUIRE(exchange_hellos(a, b));
     auto auth = a.auth_payload(0);
     auth[i] ^= std::byte{0x80};
@@ -233,7 +241,7 @@ TEST_CASE("handshake: a tampered MAC is refused whichever byte changes") {
 // HELLO checks
 
 TEST_CASE("handshake: a reflected HELLO is refused") {
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
   SUBCASE("verbatim") {
     const auto refused = a.on_hello(a.hello_payload());
     REQUIRE(refused.has_value());
@@ -256,9 +264,9 @@ TEST_CASE("handshake: a reflected HELLO is refused") {
 }
 
 TEST_CASE("handshake: protocol version mismatch is refused on both sides, naming both versions") {
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
   constexpr std::uint16_t other = protocol_version + 1;
-  handshake b(key_a, space, rn_b, "beta", nonce_of(2), other);
+  handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2), other);
   const auto by_a = a.on_hello(b.hello_payload());
   const auto by_b = b.on_hello(a.hello_payload());
   REQUIRE(by_a.has_value());
@@ -272,7 +280,7 @@ TEST_CASE("handshake: protocol version mismatch is refused on both sides, naming
 
 TEST_CASE("handshake: the version is checked before the rest of the HELLO is parsed") {
   // A future version may lay out its HELLO differently; it must hear "version", not "malformed".
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
   const std::vector<std::byte> next_only{std::byte{protocol_version + 1}, std::byte{0}, std::byte{0xFF}};
   const auto refused = a.on_hello(next_only);
   REQUIRE(refused.has_value());
@@ -280,8 +288,8 @@ TEST_CASE("handshake: the version is checked before the rest of the HELLO is par
 }
 
 TEST_CASE("handshake: space size mismatch is refused, naming both values") {
-  handshake a(key_a, 1000, rn_a, "alpha", nonce_of(1));
-  handshake b(key_a, 4096, rn_b, "beta", nonce_of(2));
+  handshake a(key_a, 1000, rn_a, "alpha", dialler, integrity, nonce_of(1));
+  handshake b(key_a, 4096, rn_b, "beta", acceptor, integrity, nonce_of(2));
   const auto by_a = a.on_hello(b.hello_payload());
   REQUIRE(by_a.has_value());
   CHECK(by_a->reason == refuse_reason::space_size);
@@ -293,13 +301,13 @@ TEST_CASE("handshake: space size mismatch is refused, naming both values") {
 TEST_CASE("handshake: malformed HELLOs are refused as malformed") {
   const auto good = make_hello(protocol_version, space, rn_b, nonce_of(2), "beta");
   {
-    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
     REQUIRE_FALSE(a.on_hello(good).has_value());  // the reference payload itself is fine
   }
   SUBCASE("every truncation") {
     for (std::size_t len = 0; len < good.size(); ++len) {
       CAPTURE(len);
-      handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+      handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
       const auto refused = a.on_hello(std::span(good).first(len));
       REQUIRE(refused.has_value());
       CHECK(refused->reason == refuse_reason::malformed);
@@ -308,14 +316,14 @@ TEST_CASE("handshake: malformed HELLOs are refused as malformed") {
   SUBCASE("trailing bytes") {
     auto longer = good;
     longer.push_back(std::byte{0});
-    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
     const auto refused = a.on_hello(longer);
     REQUIRE(refused.has_value());
     CHECK(refused->reason == refuse_reason::malformed);
     CHECK(contains(refused->text, "trailing"));
   }
   SUBCASE("name longer than 64 bytes") {
-    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
     const auto refused =
         a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), std::string(65, 'n')));
     REQUIRE(refused.has_value());
@@ -323,15 +331,15 @@ TEST_CASE("handshake: malformed HELLOs are refused as malformed") {
     CHECK(contains(refused->text, "65"));
   }
   SUBCASE("a name of exactly 64 bytes is fine") {
-    handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
     CHECK_FALSE(a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), std::string(64, 'n'))));
     CHECK(a.peer().name.size() == 64);
   }
 }
 
 TEST_CASE("handshake: malformed AUTHs and out-of-order frames are refused as malformed") {
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
-  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2));
   const auto early_auth = std::vector<std::byte>(auth_size_bytes);
 
   SUBCASE("AUTH before HELLO") {
@@ -366,8 +374,8 @@ TEST_CASE("handshake: malformed AUTHs and out-of-order frames are refused as mal
 }
 
 TEST_CASE("handshake: after a refusal the machine stays failed and repeats the refusal") {
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
-  handshake b(key_a, space + 1, rn_b, "beta", nonce_of(2));
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+  handshake b(key_a, space + 1, rn_b, "beta", acceptor, integrity, nonce_of(2));
   const auto first = a.on_hello(b.hello_payload());
   REQUIRE(first.has_value());
   CHECK(a.is_failed());
@@ -392,27 +400,134 @@ TEST_CASE("handshake: auth_mac known answer (computed independently with Python'
   f.receiver_resource_name = 0x1112131415161718ULL;
   f.sender_nonce = nonce_of(0);
   f.receiver_nonce = nonce_of(32);
+  f.sender_role = dialler;
+  f.sender_protection = integrity;
+  f.receiver_protection = protection_mode::off;
   f.resume_ack = 0xA0A1A2A3A4A5A6A7ULL;
-  const mac_bytes expected = {0x8b, 0x67, 0x9e, 0x27, 0xa5, 0xdd, 0x34, 0x5f, 0x3c, 0x16, 0x81,
-                              0x88, 0xbd, 0xa2, 0xb6, 0x98, 0x53, 0x84, 0x13, 0xb7, 0x4d, 0xdb,
-                              0xa3, 0xfb, 0xd7, 0xc2, 0x8c, 0x89, 0x33, 0x36, 0xbd, 0xb4};
+  const mac_bytes expected = {0x21, 0x50, 0x4c, 0x19, 0x74, 0xb8, 0x44, 0x9a, 0xf9, 0x3b, 0x86,
+                              0xd1, 0x09, 0xfb, 0xd3, 0x85, 0xcc, 0x43, 0xd2, 0x77, 0x64, 0x03,
+                              0x13, 0x4b, 0xd5, 0x7c, 0x96, 0xf0, 0x28, 0x5d, 0xe8, 0x51};
   CHECK(auth_mac(bytes_of("0123456789abcdef0123456789abcdef"), f) == expected);
 }
 
-TEST_CASE("handshake: AUTH payload is the MAC over the documented fields followed by resume_ack") {
-  handshake a(key_a, space, rn_a, "alpha", nonce_of(1));
-  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+TEST_CASE("handshake: continuity_proof known answer (computed independently with Python's hmac module)") {
+  auth_fields f;
+  f.sender_resource_name = 0x0102030405060708ULL;
+  f.receiver_resource_name = 0x1112131415161718ULL;
+  f.sender_nonce = nonce_of(0);
+  f.receiver_nonce = nonce_of(32);
+  secret_bytes secret{};
+  for (std::size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<std::uint8_t>(i);
+  const mac_bytes expected = {0x78, 0x8d, 0xd7, 0xfc, 0xbd, 0x38, 0x5f, 0x9d, 0x5a, 0xb4, 0x67,
+                              0x13, 0xb2, 0x6a, 0x67, 0xda, 0x5d, 0x85, 0x98, 0xcc, 0x1e, 0x1d,
+                              0x41, 0xf6, 0x38, 0x1b, 0xc1, 0xdc, 0x38, 0x02, 0xf9, 0xf3};
+  CHECK(continuity_proof(secret, f) == expected);
+}
+
+TEST_CASE("handshake: link keys are HKDF-SHA256 of the key and both HELLOs (known answer from Python)") {
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2));
   REQUIRE(exchange_hellos(a, b));
-  const auto auth = a.auth_payload(0x0807060504030201ULL);
-  const mac_bytes mac =
-      auth_mac(key_a, {protocol_version, space, rn_a, rn_b, nonce_of(1), nonce_of(2), 0x0807060504030201ULL});
+  REQUIRE_FALSE(b.on_auth(a.auth_payload(0)).has_value());
+  REQUIRE_FALSE(a.on_auth(b.auth_payload(0)).has_value());
+  const std::string expected =
+      "897185d5462ede04313551b6e963804f7ea0be46e47cf2ba938b748afa4e1139"   // dialler to acceptor
+      "887da37b76fbf8362eb53b2546c0234b1fffe02b6029c685b8691ba76c6d36a1"   // acceptor to dialler
+      "3ce9cf5341a46ccce5cbd0e4dc0cd2447c5b3c2d318d4c8384955ee719fa86bb";  // session secret
+  auto hex = [](const secret_bytes& k) {
+    std::string out;
+    for (auto byte : k) {
+      char two[3];
+      std::snprintf(two, sizeof two, "%02x", byte);
+      out += two;
+    }
+    return out;
+  };
+  CHECK(hex(a.keys().send) == expected.substr(0, 64));
+  CHECK(hex(a.keys().receive) == expected.substr(64, 64));
+  CHECK(hex(a.keys().session_secret) == expected.substr(128, 64));
+  CHECK(a.keys().send == b.keys().receive);
+  CHECK(a.keys().receive == b.keys().send);
+  CHECK(a.keys().session_secret == b.keys().session_secret);
+  CHECK(a.keys().mode == integrity);
+}
+
+TEST_CASE("handshake: every connection gets its own link keys") {
+  handshake a1(key_a, space, rn_a, "alpha", dialler, integrity);
+  handshake b1(key_a, space, rn_b, "beta", acceptor, integrity);
+  handshake a2(key_a, space, rn_a, "alpha", dialler, integrity);
+  handshake b2(key_a, space, rn_b, "beta", acceptor, integrity);
+  for (const auto& [a, b] : {std::pair{&a1, &b1}, std::pair{&a2, &b2}}) {
+    REQUIRE(exchange_hellos(*a, *b));
+    REQUIRE_FALSE(b->on_auth(a->auth_payload(0)).has_value());
+    REQUIRE_FALSE(a->on_auth(b->auth_payload(0)).has_value());
+  }
+  CHECK(a1.keys().send != a2.keys().send);
+  CHECK(a1.keys().session_secret != a2.keys().session_secret);
+  CHECK(a1.keys().send != a1.keys().receive);
+}
+
+TEST_CASE("handshake: the link takes the stronger protection of its two ends") {
+  for (auto [mine, theirs, expected] :
+       {std::tuple{protection_mode::off, protection_mode::off, protection_mode::off},
+        std::tuple{protection_mode::off, integrity, integrity}, std::tuple{integrity, protection_mode::off, integrity}}) {
+    handshake a(key_a, space, rn_a, "alpha", dialler, mine);
+    handshake b(key_a, space, rn_b, "beta", acceptor, theirs);
+    REQUIRE(exchange_hellos(a, b));
+    REQUIRE_FALSE(b.on_auth(a.auth_payload(0)).has_value());
+    REQUIRE_FALSE(a.on_auth(b.auth_payload(0)).has_value());
+    CHECK(a.keys().mode == expected);
+    CHECK(b.keys().mode == expected);
+  }
+}
+
+TEST_CASE("handshake: two ends with the same role are refused (a relay splicing two accepted connections)") {
+  for (auto role : {dialler, acceptor}) {
+    handshake a(key_a, space, rn_a, "alpha", role, integrity);
+    handshake b(key_a, space, rn_b, "beta", role, integrity);
+    const auto r = b.on_hello(a.hello_payload());
+    REQUIRE(r.has_value());
+    CHECK(r->reason == refuse_reason::role);
+    CHECK(contains(r->text, "relay"));
+  }
+}
+
+TEST_CASE("handshake: the continuity proof verifies only with the session's secret") {
+  secret_bytes secret{};
+  secret.fill(7);
+  secret_bytes other = secret;
+  other[31] ^= 1;
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity);
+  handshake b(key_a, space, rn_b, "beta", acceptor, integrity);
+  REQUIRE(exchange_hellos(a, b));
+  CHECK_FALSE(b.proves_continuity(secret));  // nothing verified yet
+  REQUIRE_FALSE(b.on_auth(a.auth_payload(0, secret)).has_value());
+  REQUIRE_FALSE(a.on_auth(b.auth_payload(0)).has_value());  // b has no session: an all-zero proof
+  CHECK(b.proves_continuity(secret));
+  CHECK_FALSE(b.proves_continuity(other));
+  CHECK_FALSE(a.proves_continuity(secret));
+}
+
+TEST_CASE("handshake: AUTH payload is the MAC over the documented fields, resume_ack and the proof") {
+  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", acceptor, protection_mode::off, nonce_of(2));
+  REQUIRE(exchange_hellos(a, b));
+  secret_bytes secret{};
+  secret.fill(3);
+  const auto auth = a.auth_payload(0x0807060504030201ULL, secret);
+  const auth_fields f{protocol_version, space,     rn_a,      rn_b, nonce_of(1), nonce_of(2),
+                      dialler,          integrity, protection_mode::off, 0x0807060504030201ULL};
+  const mac_bytes mac = auth_mac(key_a, f);
+  const mac_bytes proof = continuity_proof(secret, f);
   REQUIRE(auth.size() == auth_size_bytes);
   for (std::size_t i = 0; i < mac.size(); ++i) CHECK(auth[i] == static_cast<std::byte>(mac[i]));
   for (std::size_t i = 0; i < 8; ++i) CHECK(auth[mac_size_bytes + i] == static_cast<std::byte>(i + 1));
+  for (std::size_t i = 0; i < proof.size(); ++i) CHECK(auth[mac_size_bytes + 8 + i] == static_cast<std::byte>(proof[i]));
 }
 
 TEST_CASE("handshake: the MAC changes if any covered field changes") {
-  const auth_fields base{protocol_version, space, rn_a, rn_b, nonce_of(1), nonce_of(2), 77};
+  const auth_fields base{protocol_version, space, rn_a, rn_b, nonce_of(1), nonce_of(2), dialler, integrity,
+                         integrity,        77};
   const mac_bytes reference = auth_mac(key_a, base);
   CHECK(auth_mac(key_a, base) == reference);  // deterministic
 
@@ -440,6 +555,15 @@ TEST_CASE("handshake: the MAC changes if any covered field changes") {
   CHECK(differs(f));
   f = base;
   std::swap(f.sender_nonce, f.receiver_nonce);
+  CHECK(differs(f));
+  f = base;
+  f.sender_role = acceptor;
+  CHECK(differs(f));
+  f = base;
+  f.sender_protection = protection_mode::off;  // a downgrade on the path shows
+  CHECK(differs(f));
+  f = base;
+  f.receiver_protection = protection_mode::off;
   CHECK(differs(f));
   f = base;
   f.resume_ack = 78;
@@ -520,11 +644,11 @@ TEST_CASE("handshake: to_string of refuse reasons") {
 }
 
 TEST_CASE("handshake: a moved handshake keeps working and keeps its key") {
-  handshake a_orig(key_a, space, rn_a, "alpha", nonce_of(1));
-  handshake b(key_a, space, rn_b, "beta", nonce_of(2));
+  handshake a_orig(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+  handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2));
   handshake a(std::move(a_orig));
   REQUIRE(exchange_hellos(a, b));
-  handshake a2(key_b, space, rn_a, "other", nonce_of(3));
+  handshake a2(key_b, space, rn_a, "other", dialler, integrity, nonce_of(3));
   a2 = std::move(a);  // a2's own key is wiped and replaced by key_a
   CHECK_FALSE(b.on_auth(a2.auth_payload(1)).has_value());
   CHECK_FALSE(a2.on_auth(b.auth_payload(2)).has_value());
@@ -671,8 +795,8 @@ TEST_CASE("handshake: two nodes loading the same key file complete the handshake
   const auto key_on_b = load_cluster_key(file);
   REQUIRE(key_on_a.is_ok());
   REQUIRE(key_on_b.is_ok());
-  handshake a(key_on_a.key, space, rn_a, "alpha");
-  handshake b(key_on_b.key, space, rn_b, "beta");
+  handshake a(key_on_a.key, space, rn_a, "alpha", dialler, integrity);
+  handshake b(key_on_b.key, space, rn_b, "beta", acceptor, integrity);
   REQUIRE(exchange_hellos(a, b));
   CHECK_FALSE(b.on_auth(a.auth_payload(0)).has_value());
   CHECK_FALSE(a.on_auth(b.auth_payload(0)).has_value());

@@ -35,7 +35,10 @@ struct Config {
   std::vector<std::string> peers;                     // endpoints to keep links to (as ph_add_port)
   std::uint64_t space_size = std::uint64_t{1} << 62;  // L
   std::string log_level = "warn";                     // trace, debug, info, warn, error, critical, off
-  std::string cluster_key_file;                       // empty: a development key is used (and warned about)
+  std::string cluster_key_file;                       // empty: a development key, on loopback only
+  // What protects every frame of a link after its handshake: "integrity" (an AES-256-GMAC tag on every frame)
+  // or "off" (nothing: for links the user trusts). A link takes the stronger of its two ends' settings.
+  std::string link_protection = "integrity";
   std::uint32_t retry_interval_ms = 1000;             // reconnect interval for broken/unreachable links
   std::uint64_t max_waiting_bytes = 256ull
                                     << 20;        // bound on messages held for lack of a route (then PH_EAGAIN)

@@ -40,7 +40,7 @@ typedef struct ph_msg ph_msg_t;              /* opaque; the caller frees it with
 #define PH_ECONFIG (-8)      /* the configuration (file or environment) is invalid                 */
 #define PH_EIO (-9)          /* a file could not be read or written                                */
 #define PH_ETIMEDOUT (-10)   /* a timed call ran out of time                                       */
-#define PH_EKEY (-11)        /* the cluster key file is missing or unreadable                      */
+#define PH_EKEY (-11)        /* the cluster key file is missing or unreadable; or no key, and a non-loopback address */
 #define PH_ENOTSUP (-12)     /* not supported by this build (e.g. an address scheme)               */
 #define PH_EBUSY (-13)       /* a migration attempt ended without moving anything (lock taken, ...)  */
 #define PH_EUNREACH (-14)    /* no route to that node (a resource name nobody has)                 */

@@ -1,0 +1,65 @@
+// overlay/frame_protection.hpp — the tag every frame carries after the handshake.
+//
+// With protection on, each frame after AUTH ends in a 16-byte AES-256-GMAC tag (AES-GCM with the frame as
+// additional data and nothing encrypted) over the frame header and payload, keyed per direction with the keys
+// the handshake derived (handshake.hpp, derive_link_keys) and with the frame's number in that direction as the
+// GCM nonce. The number is implicit: both ends count the frames of each direction from 0, so a frame that was
+// forged, altered, replayed, dropped, reordered or taken from another connection (other keys) fails its tag,
+// and the link closes that connection. The frame header's length counts the tag.
+//
+// Handshake frames (HELLO, AUTH, REFUSE) are never tagged: they come before the keys, and a REFUSE may follow
+// an AUTH the peer has not verified yet. A REFUSE can only close a connection, which anyone on the path can do.
+//
+// Contract: no I/O, no clock; one object per connection, used on its I/O context only. seal() and open() must
+// be called once per frame, in the order the frames are written and read. A libcrypto failure, which no peer
+// can cause, throws std::runtime_error.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "overlay/handshake.hpp"
+
+struct evp_cipher_ctx_st;
+
+namespace phoenix::overlay {
+
+inline constexpr std::size_t frame_tag_bytes = 16;
+using frame_tag = std::array<std::byte, frame_tag_bytes>;
+using frame_pieces = std::span<const std::span<const std::byte>>;
+
+class frame_protection {
+ public:
+  frame_protection() = default;  // off: nothing is tagged
+  explicit frame_protection(const link_keys& keys);
+  ~frame_protection();
+  frame_protection(frame_protection&&) noexcept;
+  frame_protection& operator=(frame_protection&&) noexcept;
+
+  bool is_on() const { return send_.ctx != nullptr; }
+  std::size_t tag_bytes() const { return is_on() ? frame_tag_bytes : 0; }
+
+  // The tag of the next frame this end sends: its pieces (header, payload parts) in order.
+  frame_tag seal(frame_pieces pieces);
+  // Whether `tag` is right for the next frame received. A false answer means the connection cannot go on.
+  bool open(frame_pieces pieces, std::span<const std::byte> tag);
+
+  std::uint64_t frames_sealed() const { return send_.count; }
+  std::uint64_t frames_opened() const { return receive_.count; }
+
+ private:
+  struct direction {
+    evp_cipher_ctx_st* ctx = nullptr;  // keyed once; each frame sets only the nonce
+    std::uint64_t count = 0;
+  };
+  static frame_tag tag_of(direction& d, frame_pieces pieces);
+  static void release(direction& d);
+
+  direction send_;
+  direction receive_;
+};
+
+}  // namespace phoenix::overlay
