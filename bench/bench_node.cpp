@@ -85,6 +85,7 @@ Node& start_node(const Settings& s, const ChildPipes& pipes, const std::string& 
   Config config;
   config.name = name;
   config.cluster_key_file = s.key_file;
+  config.link_protection = s.protection;
   if (max_waiting_bytes) config.max_waiting_bytes = *max_waiting_bytes;
   auto& node = *new Node(config);
   check(node.initialize("tcp://127.0.0.1:0"), "initialize");

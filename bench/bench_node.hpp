@@ -59,6 +59,7 @@ struct Settings {
   bool quick = false;
   bool latency = false, bandwidth = false, rate = false, rate4 = false;
   std::string key_file;
+  std::string protection = "integrity";  // Config::link_protection of every node
 
   double calib_s() const { return quick ? 0.005 : 0.05; }  // a warm-up run this long is trusted for scaling
   double target_s() const { return quick ? 0.02 : 0.3; }   // each timed run lasts about this long
@@ -69,7 +70,10 @@ struct Settings {
     return std::chrono::duration<double>(quick ? 0.1 : 0.5);
   }
   std::chrono::seconds run_timeout() const { return std::chrono::seconds(quick ? 60 : 600); }  // one layout
-  std::string system() const { return "phoenix-" + std::to_string(hops) + "hop"; }
+  // "phoenix-1hop"; with protection off "phoenix-1hop-off".
+  std::string system() const {
+    return "phoenix-" + std::to_string(hops) + "hop" + (protection == "off" ? "-off" : "");
+  }
 };
 
 // A failed phoenix call, keeping its code so that callers can tell PH_ETOOBIG from a broken run.

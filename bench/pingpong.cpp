@@ -7,7 +7,8 @@
 // the next child that dials it, prints the RESULT lines the measuring child reports, and stops, reaps or kills
 // every child (process_group.hpp).
 //
-// Usage: phoenix_pingpong [--hops 1|3] [--reps N] [--test latency|bandwidth|rate|rate4|all[,...]] [--quick]
+// Usage: phoenix_pingpong [--hops 1|3] [--reps N] [--test latency|bandwidth|rate|rate4|all[,...]]
+//                         [--protection integrity|off] [--quick]
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -176,7 +177,9 @@ bool parse_args(int argc, char** argv, Settings& s) {
     bool ok = arg == "--hops"   ? parse_int(value, 1, k_max_hops, s.hops)
               : arg == "--reps" ? parse_int(value, 1, k_max_reps, s.reps)
               : arg == "--test" ? parse_tests(value, s)
-                                : false;
+              : arg == "--protection"
+                  ? (s.protection = value, s.protection == "integrity" || s.protection == "off")
+                  : false;
     if (!ok) return false;
   }
   return true;
@@ -188,7 +191,9 @@ int main(int argc, char** argv) {
   Settings s;
   if (!parse_args(argc, argv, s)) {
     std::fprintf(
-        stderr, "usage: %s [--hops 1|3] [--reps N] [--test latency|bandwidth|rate|rate4|all[,...]] [--quick]\n",
+        stderr,
+        "usage: %s [--hops 1|3] [--reps N] [--test latency|bandwidth|rate|rate4|all[,...]] "
+        "[--protection integrity|off] [--quick]\n",
         argv[0]);
     return 2;
   }

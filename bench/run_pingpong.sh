@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/run_pingpong.sh — Open MPI anchor, phoenix (1 hop, 3 hops, 4 senders) and the socket floor
-# (socket_pingpong.c) in one invocation, then a markdown table of medians and ratios. The anchor is measured
+# bench/run_pingpong.sh — Open MPI anchor, phoenix (1 hop with its default frame protection and with protection
+# off, 3 hops, 4 senders) and the socket floor (socket_pingpong.c) in one invocation, then a markdown table of
+# medians and ratios. The anchor is measured
 # again here, not copied from ANCHORS.md: the machines are shared and noisy, and only figures from the same
 # invocation divide meaningfully.
 #
@@ -52,6 +53,7 @@ run_step mpi mpirun --allow-run-as-root --oversubscribe -np 2 \
 # reads the link it expects a message on), bodies placed as phoenix's buffer pool places them.
 run_step socket "$socket_bench" --reps "$reps" --body-offset 48 --spin-read
 run_step phoenix-1hop "$pingpong" --hops 1 --reps "$reps" --test latency,bandwidth,rate
+run_step phoenix-1hop-off "$pingpong" --hops 1 --reps "$reps" --test latency,bandwidth,rate --protection off
 run_step phoenix-3hop "$pingpong" --hops 3 --reps "$reps" --test latency,bandwidth,rate
 run_step phoenix-rate4 "$pingpong" --reps "$reps" --test rate4
 
@@ -65,9 +67,9 @@ cat "$out"/* | awk '
     return bytes " B"
   }
   function cell(sys, key) { return (sys SUBSEP key) in value ? value[sys, key] " " unit[sys, key] : "—" }
-  function ratio(key,   p, m) {
-    if (!(("phoenix-1hop" SUBSEP key) in value) || !(("mpi" SUBSEP key) in value)) return "—"
-    p = value["phoenix-1hop", key]; m = value["mpi", key]
+  function ratio(sys, key,   p, m) {
+    if (!((sys SUBSEP key) in value) || !(("mpi" SUBSEP key) in value)) return "—"
+    p = value[sys, key]; m = value["mpi", key]
     return m > 0 ? sprintf("%.2f", p / m) : "—"
   }
   $1 == "RESULT" {
@@ -77,22 +79,25 @@ cat "$out"/* | awk '
     if ($2 == "phoenix-rate4") rate4[++n4] = key
   }
   END {
-    print "| test | size | Open MPI | phoenix 1-hop | ratio | phoenix 3-hop | socket floor |"
-    print "| --- | --- | --- | --- | --- | --- | --- |"
+    print "| test | size | Open MPI | phoenix 1-hop | ratio | 1-hop, protection off | ratio | phoenix 3-hop | socket floor |"
+    print "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     for (i = 1; i <= n; ++i) {
-      split(order[i], part, " ")
-      printf "| %s | %s | %s | %s | %s | %s | %s |\n", part[1], human(part[2]), cell("mpi", order[i]),
-             cell("phoenix-1hop", order[i]), ratio(order[i]), cell("phoenix-3hop", order[i]), cell("socket", order[i])
+      k = order[i]
+      split(k, part, " ")
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", part[1], human(part[2]), cell("mpi", k),
+             cell("phoenix-1hop", k), ratio("phoenix-1hop", k), cell("phoenix-1hop-off", k),
+             ratio("phoenix-1hop-off", k), cell("phoenix-3hop", k), cell("socket", k)
     }
     for (i = 1; i <= n4; ++i) {
       split(rate4[i], part, " ")
-      printf "| rate, 4 senders | %s | — | %s | — | — | — |\n", human(part[2]), cell("phoenix-rate4", rate4[i])
+      printf "| rate, 4 senders | %s | — | %s | — | — | — | — | — |\n", human(part[2]), cell("phoenix-rate4", rate4[i])
     }
   }'
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo
 echo "Medians of $reps runs each; ratio = phoenix 1-hop / Open MPI (latency: lower is better; bandwidth and rate: higher is better);"
+echo "phoenix 1-hop runs with the default frame protection (an AES-256-GMAC tag on every frame), the next column with link_protection = off;"
 echo "socket floor = bench/socket_pingpong.c, the system calls of a phoenix link without the runtime."
 echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -m), $(nproc) CPUs, ${cpu:-unknown CPU}; Open MPI over loopback TCP (btl tcp,self)."
 if [ ${#failed[@]} -gt 0 ]; then
