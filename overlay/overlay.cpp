@@ -705,6 +705,7 @@ overlay_view overlay::view() const {
   }
   v.links_lost = links_lost_;
   v.out_of_hops = out_of_hops_;
+  v.routing_ignored = table_.input_stats();
   return v;
 }
 
