@@ -746,6 +746,7 @@ overlay_view overlay::view() const {
   v.links_lost = links_lost_;
   v.frames_rejected = frames_rejected_;
   v.out_of_hops = out_of_hops_;
+  v.routing_ignored = table_.input_stats();
   return v;
 }
 

@@ -80,6 +80,7 @@ struct overlay_view {
   std::uint64_t links_lost = 0;
   std::uint64_t frames_rejected = 0;  // connections closed for a frame that failed authentication
   std::uint64_t out_of_hops = 0;  // packets that used up their hop budget here (held, then re-routed)
+  route_input_stats routing_ignored;  // routing input the table ignored, by reason (route_input.cpp)
 };
 
 class overlay final : public connection_owner {
@@ -141,6 +142,9 @@ class overlay final : public connection_owner {
   bool is_quiet() const;    // nothing left to write on any link
   std::vector<packet> take_undelivered();  // waiting packets and any still unacknowledged by a neighbour
 
+  // Fault injection: send u to every neighbour as if this node's table had produced it, as a hostile node
+  // holding the cluster key could (tests/security).
+  void send_forged_update(const route_update& u) { send_update(u); }
   std::size_t drop_links();  // fault injection: close every link's connection as a network failure would
   bool drop_link(node_id peer);  // the same for the link to one neighbour
 

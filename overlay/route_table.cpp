@@ -11,20 +11,13 @@
 #include <iterator>
 #include <limits>
 
+#include "overlay/seqno.hpp"
+
 namespace phoenix::overlay {
 namespace {
 
-constexpr std::uint64_t max_even_seqno = std::numeric_limits<std::uint64_t>::max() - 1;
-
-// DSDV: seqnos a source issues are even; odd ones mark a route someone else found broken. Saturating, so a
-// hostile 2^64-1 cannot wrap us back to 0.
-constexpr std::uint64_t even_at_least(std::uint64_t s) {
-  return s >= max_even_seqno ? max_even_seqno : s + (s & 1);
-}
-constexpr std::uint64_t next_even_above(std::uint64_t s) {
-  return s >= max_even_seqno ? max_even_seqno : even_at_least(s + 1);
-}
-constexpr std::uint64_t odd_at_least(std::uint64_t s) { return s | 1; }  // DSDV: seq+1 if even, else seq
+using seqno::next_even_above;
+using seqno::odd_at_least;
 
 // Hop count through a neighbour that advertised m; saturates at infinity.
 constexpr std::uint16_t local_metric(std::uint16_t m) {
@@ -51,7 +44,11 @@ std::vector<route_interval> normalised(std::vector<route_interval> v) {
 }  // namespace
 
 route_table::route_table(node_id self, route_params params, time_point now)
-    : self_(self), params_(params), next_full_dump_(now + params.full_dump_interval) {}
+    : self_(self),
+      params_(params),
+      next_full_dump_(now + params.full_dump_interval),
+      request_tokens_(params.request_burst),
+      request_tokens_at_(now) {}
 
 // ---------------------------------------------------------------------------------------------------------
 // Route choice, in layers: feasibility, candidate filter, best pick, switch decision.
@@ -190,96 +187,7 @@ void route_table::neighbour_down(node_id n, time_point now) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Input
-
-void route_table::on_update(node_id from, const route_update& u, time_point now) {
-  if (from == self_ || !neighbours_.contains(from)) return;
-  std::vector<node_id> touched;
-  for (const route_entry& e : u.entries) {
-    if (e.source == self_) {
-      note_about_self(e, now);
-      continue;
-    }
-    store_route(from, e, now);
-    touched.push_back(e.source);
-  }
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  for (node_id source : touched) select_route(source, sources_.at(source), now);
-  finish_mutation();
-}
-
-void route_table::store_route(node_id from, const route_entry& e, time_point now) {
-  source_state& s = sources_[e.source];
-  neighbour_route r{e.seqno, e.metric, {}, now + route_hold_time()};
-  if (e.metric != infinite_metric) r.intervals = e.intervals;  // a retraction's intervals mean nothing
-  note_arrival(s, r, now);
-  if (s.via.contains(from)) drop_route(e.source, s, from);
-  hold_queue_.emplace(r.held_until, e.source, from);
-  s.via.emplace(from, std::move(r));
-}
-
-// DSDV settling statistics: for each seqno, the gap between its first arrival and its best one.
-void route_table::note_arrival(source_state& s, const neighbour_route& r, time_point now) {
-  if (r.metric == infinite_metric) return;
-  if (r.seqno > s.arrival_seqno) {
-    if (s.arrival_seqno != 0) {
-      const auto sample =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(s.best_arrival - s.first_arrival);
-      s.settling_avg += (sample - s.settling_avg) / settling_ewma_divisor;
-    }
-    s.arrival_seqno = r.seqno;
-    s.arrival_best_metric = r.metric;
-    s.first_arrival = s.best_arrival = now;
-  } else if (r.seqno == s.arrival_seqno && r.metric < s.arrival_best_metric) {
-    s.arrival_best_metric = r.metric;
-    s.best_arrival = now;
-  }
-}
-
-// DSDV: someone holds a seqno for us at least as new as ours (typically an odd poison): outbid it. A poison
-// older than our seqno is answered too, without a bump: our current seqno already beats it, but since
-// seqno-only news waits for full dumps the poisoned part of the network may not have it yet. An echo of our
-// seqno with a finite metric is just a neighbour's route to us, not news.
-void route_table::note_about_self(const route_entry& e, time_point now) {
-  if (e.seqno > own_seqno_ || (e.seqno == own_seqno_ && e.metric == infinite_metric)) {
-    own_seqno_ = next_even_above(e.seqno);
-    schedule_trigger(self_, now);
-  } else if (e.metric == infinite_metric) {
-    schedule_trigger(self_, now);
-  }
-}
-
-route_table::request_action route_table::on_request(node_id from, const route_request& r, time_point now) {
-  request_action act;
-  if (from == self_ || !neighbours_.contains(from) || r.hop_limit == 0) return act;
-  if (r.source == self_) {
-    // RFC 8966 3.8.1.2: the source answers by making its seqno at least the one asked for.
-    own_seqno_ = std::max(own_seqno_, even_at_least(r.seqno));
-    schedule_trigger(self_, now);
-    act.kind = request_action::bumped_own;
-    return act;
-  }
-  auto it = sources_.find(r.source);
-  if (it == sources_.end()) return act;
-  source_state& s = it->second;
-  if (s.next_hop && s.seqno >= r.seqno) {
-    s.trigger_pinned = true;
-    schedule_trigger(r.source, now);  // RFC 8966 3.8.1.2: we can satisfy it: re-advertise, don't forward
-    return act;
-  }
-  if (r.hop_limit <= 1) return act;
-  const auto to = request_target(s, from);
-  if (!to) return act;
-  // RFC 8966 3.8.1.2: don't forward a duplicate of a request we recently forwarded.
-  if (s.forwarded_seqno >= r.seqno && now < s.forwarded_at + params_.request_holdoff) return act;
-  s.forwarded_seqno = r.seqno;
-  s.forwarded_at = now;
-  act.kind = request_action::forward;
-  act.forward_to = *to;
-  act.forwarded = {r.source, r.seqno, static_cast<std::uint8_t>(r.hop_limit - 1)};
-  return act;
-}
+// Input from neighbours: route_input.cpp
 
 // Towards the source: our next hop; when we have none, the neighbour advertising the best finite route
 // (RFC 8966 3.8.1.2 allows any neighbour that may lead there). Never back to the asker.
@@ -409,7 +317,7 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     // round: the request travels on towards the source, so asking every neighbour only multiplies it.
     const auto to = request_target(s, self_);
     if (!to) continue;
-    const std::uint64_t wanted = s.seqno == std::numeric_limits<std::uint64_t>::max() ? s.seqno : s.seqno + 1;
+    const std::uint64_t wanted = std::min(s.seqno + 1, max_plausible_seqno);
     out.emplace_back(*to, route_request{source, wanted, request_hop_limit});
     s.last_request = now;
     s.ever_requested = true;
@@ -423,10 +331,12 @@ time_point route_table::next_deadline() const {
     if (!q->empty()) t = std::min(t, q->begin()->first);
   }
   if (!hold_queue_.empty()) t = std::min(t, std::get<0>(*hold_queue_.begin()));
+  if (own_raise_due_) t = std::min(t, *own_raise_due_);
   return t;
 }
 
 void route_table::expire(time_point now) {
+  if (own_raise_due_ && *own_raise_due_ <= now) apply_own_raise(now);
   std::vector<node_id> touched;
   while (!hold_queue_.empty() && std::get<0>(*hold_queue_.begin()) <= now) {
     const auto [until, source, neighbour] = *hold_queue_.begin();
@@ -444,6 +354,24 @@ void route_table::expire(time_point now) {
 
 // ---------------------------------------------------------------------------------------------------------
 // Bookkeeping
+
+// DSDV settling statistics: for each seqno, the gap between its first arrival and its best one.
+void route_table::note_arrival(source_state& s, const neighbour_route& r, time_point now) {
+  if (r.metric == infinite_metric) return;
+  if (r.seqno > s.arrival_seqno) {
+    if (s.arrival_seqno != 0) {
+      const auto sample =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(s.best_arrival - s.first_arrival);
+      s.settling_avg += (sample - s.settling_avg) / settling_ewma_divisor;
+    }
+    s.arrival_seqno = r.seqno;
+    s.arrival_best_metric = r.metric;
+    s.first_arrival = s.best_arrival = now;
+  } else if (r.seqno == s.arrival_seqno && r.metric < s.arrival_best_metric) {
+    s.arrival_best_metric = r.metric;
+    s.best_arrival = now;
+  }
+}
 
 std::optional<time_point>& route_table::trigger_slot(node_id source) {
   return source == self_ ? own_trigger_due_ : sources_.at(source).trigger_due;
@@ -479,7 +407,10 @@ void route_table::set_timer(timer_queue& q, std::optional<time_point>& slot, nod
 // retracted or has timed out at our neighbours, so nobody can route through us.
 void route_table::forget(std::map<node_id, source_state>::iterator it) {
   source_state& s = it->second;
-  for (const auto& [n, r] : s.via) hold_queue_.erase({r.held_until, it->first, n});
+  for (const auto& [n, r] : s.via) {
+    hold_queue_.erase({r.held_until, it->first, n});
+    held_intervals_ -= r.intervals.size();
+  }
   set_timer(trigger_queue_, s.trigger_due, it->first, std::nullopt);
   set_timer(request_queue_, s.request_due, it->first, std::nullopt);
   set_timer(expiry_queue_, s.expiry_due, it->first, std::nullopt);
@@ -490,6 +421,7 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
 void route_table::drop_route(node_id source, source_state& s, node_id neighbour) {
   auto it = s.via.find(neighbour);
   hold_queue_.erase({it->second.held_until, source, neighbour});
+  held_intervals_ -= it->second.intervals.size();
   s.via.erase(it);
 }
 

@@ -19,8 +19,11 @@
 //    caller must still send those updates to every neighbour that is up, or routes will not converge.
 //  - Neighbours are assumed to run with the same route_params: how long a neighbour's route is held without
 //    being refreshed derives from full_dump_interval (see route_hold_time()).
-//  - Seqno 0 is never valid (own seqnos start at 2); seqnos are compared as plain integers (64 bits do not
-//    wrap in practice).
+//  - Seqno 0 is never valid (own seqnos start at 2). Seqnos are compared as plain integers, not modulo
+//    (RFC 8966 3.2.1): nothing honest comes near max_plausible_seqno, which bounds every seqno accepted, so
+//    none wraps.
+//  - Input is hostile (route_input.cpp): every update and request is checked against bounds and windows and
+//    rate limits before it touches the table; what was ignored is counted in input_stats().
 //
 // Driving it (what the overlay does on every event and on its timer):
 //     table.on_update(...) / on_request(...) / neighbour_up(...) / ...
@@ -82,6 +85,35 @@ struct route_params {
   std::chrono::milliseconds expiry{60000};           // an unreachable source is forgotten after this (but see
                                                      // route_table::source_expiry())
   std::chrono::milliseconds request_holdoff{200};    // min gap between two seqno requests for one source
+  // How far an update's or a request's seqno may lie beyond the newest one seen for a known source
+  // (route_input.cpp argues the value); beyond it the input is ignored.
+  std::uint64_t seqno_window = std::uint64_t{1} << 16;
+  // Min gap between two raises of the own seqno answering updates that name this node (poisons, or another
+  // node claiming its name): the first raise is immediate, later ones are merged into one at the gap's end.
+  std::chrono::milliseconds own_raise_holdoff{200};
+  // Seqno requests acted on (answered or forwarded), all sources together: a token bucket.
+  std::uint32_t requests_per_second = 200;
+  std::uint32_t request_burst = 100;
+  // Memory a neighbour can make this node hold: known sources, and intervals held over all neighbour routes.
+  std::size_t max_sources = std::size_t{1} << 16;
+  std::size_t max_held_intervals = std::size_t{1} << 20;
+};
+
+// Seqnos above this are absurd and ignored: 2^47 raises, even at 1000 a second, take 4,000 years. Odd, so that
+// the poison of the highest even seqno (max_plausible_seqno - 1) is still plausible.
+inline constexpr std::uint64_t max_plausible_seqno = (std::uint64_t{1} << 48) - 1;
+
+// Routing input ignored, by reason (route_input.cpp). Cumulative; never reset.
+struct route_input_stats {
+  std::uint64_t seqno_absurd = 0;         // above max_plausible_seqno (updates and requests)
+  std::uint64_t seqno_out_of_window = 0;  // beyond seqno_window ahead of the newest seen (updates and requests)
+  std::uint64_t metric_absurd = 0;        // metric 0 for a source other than the sender
+  std::uint64_t sources_over_limit = 0;   // a new source past max_sources
+  std::uint64_t intervals_over_limit = 0; // an entry whose intervals would pass max_held_intervals
+  std::uint64_t requests_limited = 0;     // seqno requests past the per-source holdoff or the total rate
+  std::uint64_t own_name_claims = 0;      // updates naming this node at >= its own seqno (poisons included)
+  std::uint64_t own_raises_deferred = 0;  // of those, answered by a raise merged at own_raise_holdoff's end
+  friend bool operator==(const route_input_stats&, const route_input_stats&) = default;
 };
 
 class route_table {
@@ -105,9 +137,11 @@ class route_table {
   // once with an odd seqno (DSDV); a seqno request is queued if some neighbour holds a route we cannot use.
   void neighbour_down(node_id n, time_point now);
 
-  // --- input from a neighbour (already authenticated and decoded) ---
+  // --- input from a neighbour (already authenticated and decoded, but hostile: route_input.cpp) ---
   // Ignored if `from` is self or not a neighbour that is up (a late frame from a dead link must not
-  // resurrect routes through it).
+  // resurrect routes through it). Entries failing a check are ignored one by one and counted.
+  // An entry naming this node is never a route: if its seqno is at least the own one (a poison, or another
+  // node claiming this name), the own seqno is raised past it, at most once per own_raise_holdoff.
   void on_update(node_id from, const route_update& u, time_point now);
 
   struct request_action {
@@ -120,6 +154,8 @@ class route_table {
   // forward: send `forwarded` to `forward_to` (our next hop, or without one the neighbour with the best route
   // we cannot use; never `from`; duplicates within request_holdoff are dropped). none: nothing to send beyond
   // what collect_triggered() returns (a request we can satisfy triggers a re-advertisement).
+  // Requests are acted on at most once per request_holdoff per source and requests_per_second in total;
+  // a seqno beyond seqno_window ahead of the newest seen (the own one, for self) is ignored.
   request_action on_request(node_id from, const route_request& r, time_point now);
 
   // --- queries (O(log n)) ---
@@ -146,7 +182,7 @@ class route_table {
   std::vector<std::pair<node_id, route_request>> collect_requests(time_point now);  // (neighbour, request)
   time_point next_deadline() const;  // earliest time collect_triggered/full_dump/collect_requests/expire is due
   // Drops neighbour routes not refreshed for route_hold_time() and forgets sources unreachable for
-  // source_expiry().
+  // source_expiry(); raises the own seqno if a raise was held off (own_raise_holdoff) until now.
   void expire(time_point now);
   // RFC 8966 appendix B: a route is held for 3.5 update intervals. Every full dump names every source the
   // neighbour knows, so a live neighbour refreshes all its routes; one that stops (lost frames, a source it
@@ -174,6 +210,7 @@ class route_table {
   std::chrono::nanoseconds settling_time(node_id source) const;
   // True while a triggered update or a seqno request is waiting (for tests and the shell).
   bool has_pending_output() const { return !trigger_queue_.empty() || !request_queue_.empty(); }
+  const route_input_stats& input_stats() const { return stats_; }
 
  private:
   using timer_queue = std::set<std::pair<time_point, node_id>>;
@@ -217,8 +254,9 @@ class route_table {
     std::optional<time_point> trigger_due, request_due, expiry_due;
     time_point last_request{};
     bool ever_requested = false;
-    std::uint64_t forwarded_seqno = 0;  // RFC 8966 3.8.1.2: duplicate suppression of forwarded requests
-    time_point forwarded_at{};
+    // Last request for it answered or forwarded: one per request_holdoff, which also suppresses duplicates
+    // of a forwarded request (RFC 8966 3.8.1.2).
+    std::optional<time_point> request_acted_at;
   };
   struct selection {
     std::optional<node_id> next_hop;
@@ -241,11 +279,18 @@ class route_table {
   void select_route(node_id source, source_state& s, time_point now);
   void apply_selection(node_id source, source_state& s, selection next, time_point now);
 
+  // input checks (route_input.cpp)
+  static std::uint64_t newest_seen(const source_state& s);
+  bool entry_acceptable(node_id from, const route_entry& e);
+  bool seqno_acceptable(std::uint64_t newest, std::uint64_t seqno);
+  bool request_allowed(std::optional<time_point>& acted_at, time_point now);
+  void raise_own_seqno_past(std::uint64_t seqno, time_point now);
+  void apply_own_raise(time_point now);
+
   // bookkeeping
   void note_arrival(source_state& s, const neighbour_route& r, time_point now);
   void store_route(node_id from, const route_entry& e, time_point now);
   void note_about_self(const route_entry& e, time_point now);
-  void bump_own_seqno_to_at_least(std::uint64_t seqno, time_point now);
   std::optional<time_point>& trigger_slot(node_id source);
   void schedule_trigger(node_id source, time_point due);
   void schedule_request(node_id source, source_state& s, time_point now);
@@ -275,6 +320,15 @@ class route_table {
   time_point next_full_dump_;
   std::uint64_t generation_ = 0;
   bool routes_changed_ = false;  // a next hop, reachability or the index's inputs changed during this call
+  // Input bounds (route_input.cpp).
+  route_input_stats stats_;
+  std::size_t held_intervals_ = 0;             // over all neighbour_routes in sources_
+  std::uint64_t own_claim_ = 0;                // highest seqno claimed for us while a raise is held off
+  std::optional<time_point> own_raise_due_;    // when the held-off raise happens
+  std::optional<time_point> own_raised_at_;    // last raise answering a claim
+  std::optional<time_point> own_request_acted_at_;  // last seqno request for us acted on
+  double request_tokens_;                      // token bucket for requests_per_second
+  time_point request_tokens_at_;
 };
 
 }  // namespace phoenix::overlay

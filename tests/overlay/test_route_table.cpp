@@ -421,9 +421,9 @@ TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
     CHECK(act.kind == kind::bumped_own);
     CHECK(t.own_seqno() == own + 6);
     CHECK(t.collect_triggered(t0) == update({entry(me, own + 6, 0)}));
-    act = t.on_request(b, {me, own + 2, 64}, t0);  // already satisfied: re-advertised, not bumped again
+    act = t.on_request(b, {me, own + 2, 64}, t0 + 200ms);  // already satisfied: re-advertised, not bumped
     CHECK(t.own_seqno() == own + 6);
-    CHECK(t.collect_triggered(t0) == update({entry(me, own + 6, 0)}));
+    CHECK(t.collect_triggered(t0 + 200ms) == update({entry(me, own + 6, 0)}));
   }
   SUBCASE("we hold the seqno asked for: re-advertise, do not forward") {
     auto act = t.on_request(b, {s, 10, 64}, t0);
@@ -431,14 +431,15 @@ TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
     t.on_update(a, update({entry(s, 10, 1)}), t0);  // unchanged: must not cancel the requested re-advertisement
     CHECK(t.collect_triggered(t0) == update({entry(s, 10, 2)}));
   }
-  SUBCASE("newer seqno wanted: forward to the next hop with one hop less, once per holdoff") {
+  SUBCASE("newer seqno wanted: forward to the next hop with one hop less, once per holdoff, even if newer") {
     auto act = t.on_request(b, {s, 12, 64}, t0);
     CHECK(act.kind == kind::forward);
     CHECK(act.forward_to == a);
     CHECK(act.forwarded == route_request{s, 12, 63});
     CHECK(t.on_request(c, {s, 12, 64}, t0 + 10ms).kind == kind::none);      // duplicate
-    CHECK(t.on_request(c, {s, 14, 64}, t0 + 10ms).kind == kind::forward);   // a newer wish is not
-    CHECK(t.on_request(c, {s, 14, 64}, t0 + 210ms).kind == kind::forward);  // after the holdoff
+    CHECK(t.on_request(c, {s, 14, 64}, t0 + 10ms).kind == kind::none);      // a newer wish: rate-limited
+    CHECK(t.input_stats().requests_limited == 2);
+    CHECK(t.on_request(c, {s, 14, 64}, t0 + 200ms).kind == kind::forward);  // after the holdoff
   }
   SUBCASE("not forwarded back to the asker, past the hop limit, or for unknown sources") {
     CHECK(t.on_request(a, {s, 12, 64}, t0).kind == kind::none);
@@ -457,6 +458,134 @@ TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
     CHECK(act.kind == kind::forward);
     CHECK(act.forward_to == c);
   }
+}
+
+TEST_CASE("route_table: a seqno 2^64-1 for a known source is ignored and the real route stays") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
+  t.on_update(b, update({entry(s, ~std::uint64_t{0}, 1, {{0, 100}})}), t0);
+  CHECK(t.next_hop(s) == a);
+  CHECK(view_of(t, s).seqno == 10);
+  CHECK(t.owner_of(50) == std::nullopt);
+  CHECK(t.input_stats().seqno_absurd == 1);
+  t.neighbour_down(a, t0 + 1s);  // the only real route breaks: nothing of b's claim was kept to fall back on
+  CHECK_FALSE(t.is_reachable(s));
+  CHECK(view_of(t, s).seqno == 11);
+}
+
+TEST_CASE("route_table: a seqno beyond the window of the newest seen is ignored, one within it is followed") {
+  route_params p;
+  p.seqno_window = 1000;
+  auto t = make_table({a, b}, p);
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  t.on_update(b, update({entry(s, 1012, 1)}), t0);  // 1002 ahead
+  CHECK(t.next_hop(s) == a);
+  CHECK(t.input_stats().seqno_out_of_window == 1);
+  t.on_update(b, update({entry(s, 1010, 1)}), t0);  // exactly the window
+  CHECK(t.next_hop(s) == b);
+  CHECK(view_of(t, s).seqno == 1010);
+  // An unknown source has nothing to compare with: any plausible seqno is taken, an absurd one is not.
+  t.on_update(a, update({entry(s2, max_plausible_seqno - 1, 1)}), t0);
+  CHECK(t.is_reachable(s2));
+  t.on_update(a, update({entry(12345, max_plausible_seqno + 1, 1)}), t0);
+  CHECK_FALSE(t.is_reachable(12345));
+  CHECK(t.input_stats().seqno_absurd == 1);
+}
+
+TEST_CASE("route_table: its own name advertised by another is no route, and the own seqno rises once per holdoff") {
+  auto t = make_table({a, b});
+  const auto own = t.own_seqno();
+  for (std::uint64_t i = 1; i <= 100; ++i) t.on_update(b, update({entry(me, own + 2 * i, 1)}), t0);
+  CHECK(t.next_hop(me) == std::nullopt);
+  CHECK(t.routes().empty());
+  // Past the first claim at once; the second (own + 4) is then an echo; the other 98 are held off.
+  CHECK(t.own_seqno() == own + 4);
+  CHECK(t.collect_triggered(t0) == update({entry(me, own + 4, 0)}));
+  CHECK(t.input_stats().own_name_claims == 99);
+  CHECK(t.input_stats().own_raises_deferred == 98);
+  CHECK(t.next_deadline() == t0 + 200ms);
+  t.expire(t0 + 199ms);
+  CHECK(t.own_seqno() == own + 4);
+  t.expire(t0 + 200ms);  // one raise past the highest claim
+  CHECK(t.own_seqno() == own + 202);
+  CHECK(t.collect_triggered(t0 + 200ms) == update({entry(me, own + 202, 0)}));
+  // An absurd claim is not followed: the own seqno must stay where the neighbours still accept it.
+  t.on_update(b, update({entry(me, ~std::uint64_t{0}, 0)}), t0 + 1s);
+  t.expire(t0 + 2s);
+  CHECK(t.own_seqno() == own + 202);
+  CHECK(t.input_stats().seqno_absurd == 1);
+}
+
+TEST_CASE("route_table: another node's claim on an interval this node assumes never moves its owner away") {
+  auto t = make_table({a});
+  t.set_local_intervals({{100, 200}}, t0);
+  t.on_update(a, update({entry(a, 10, 0, {{0, 1000}})}), t0);  // a has the lowest id of all
+  CHECK(t.owner_of(150) == me);
+  CHECK(t.owner_of(50) == a);
+  CHECK(t.owner_of(250) == a);
+}
+
+TEST_CASE("route_table: a metric of 0 for a source other than the sender is ignored") {
+  auto t = make_table({a});
+  t.on_update(a, update({entry(s, 10, 0)}), t0);
+  CHECK_FALSE(t.is_reachable(s));
+  CHECK(t.input_stats().metric_absurd == 1);
+  t.on_update(a, update({entry(a, 10, 0)}), t0);
+  CHECK(t.is_reachable(a));
+}
+
+TEST_CASE("route_table: new sources past max_sources and intervals past max_held_intervals are ignored") {
+  route_params p;
+  p.max_sources = 3;
+  p.max_held_intervals = 4;
+  auto t = make_table({a, b}, p);
+  t.on_update(a, update({entry(10, 10, 1, {{0, 1}, {2, 3}}), entry(11, 10, 1), entry(12, 10, 1),
+                         entry(13, 10, 1)}),
+              t0);
+  CHECK(t.routes().size() == 3);
+  CHECK_FALSE(t.is_reachable(13));
+  CHECK(t.input_stats().sources_over_limit == 1);
+  t.on_update(b, update({entry(10, 10, 1, {{0, 1}, {2, 3}, {4, 5}})}), t0);  // 2 + 3 > 4
+  CHECK(t.input_stats().intervals_over_limit == 1);
+  t.on_update(a, update({entry(10, 12, 1, {{0, 1}, {2, 3}, {4, 5}, {6, 7}})}), t0);  // replaces a's 2: fits
+  CHECK(view_of(t, 10).intervals.size() == 4);
+  CHECK(t.input_stats().intervals_over_limit == 1);
+  t.neighbour_down(a, t0 + 1s);  // a's routes are gone, and so is what they held
+  t.on_update(b, update({entry(10, 14, 1, {{0, 1}, {2, 3}, {4, 5}})}), t0 + 1s);
+  CHECK(view_of(t, 10).intervals.size() == 3);
+}
+
+TEST_CASE("route_table: seqno requests are acted on once per holdoff per source and at a bounded total rate") {
+  route_params p;
+  p.requests_per_second = 10;
+  p.request_burst = 5;
+  auto t = make_table({a, b}, p);
+  using kind = route_table::request_action::kind_t;
+  const auto own = t.own_seqno();
+  int bumped = 0;
+  for (int i = 1; i <= 100; ++i) {
+    bumped += t.on_request(b, {me, own + 2 * static_cast<std::uint64_t>(i), 64}, t0).kind == kind::bumped_own;
+  }
+  CHECK(bumped == 1);
+  CHECK(t.own_seqno() == own + 2);
+  CHECK(t.input_stats().requests_limited == 99);
+  // A seqno far beyond the own one is not granted: one request must not spend the seqno space.
+  CHECK(t.on_request(b, {me, own + (1u << 20), 64}, t0 + 1s).kind == kind::none);
+  CHECK(t.own_seqno() == own + 2);
+  CHECK(t.input_stats().seqno_out_of_window == 1);
+
+  // Many sources at once: the burst, then the rate.
+  for (node_id src = 100; src < 120; ++src) t.on_update(a, update({entry(src, 10, 1)}), t0);
+  int forwarded = 0;
+  for (node_id src = 100; src < 120; ++src) {
+    forwarded += t.on_request(b, {src, 12, 64}, t0 + 2s).kind == kind::forward;
+  }
+  CHECK(forwarded == 5);  // the burst (refilled since the own request)...
+  forwarded = 0;
+  for (node_id src = 100; src < 120; ++src) {
+    forwarded += t.on_request(b, {src, 12, 64}, t0 + 2s + 300ms).kind == kind::forward;
+  }
+  CHECK(forwarded == 3);  // ...and 300 ms at 10 a second
 }
 
 TEST_CASE("route_table: ignores updates from itself, from non-neighbours and routes through itself") {

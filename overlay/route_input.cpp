@@ -1,0 +1,211 @@
+// overlay/route_input.cpp — what a neighbour tells the routing table: updates and seqno requests, checked first.
+//
+// A neighbour holds the cluster key, but that does not make what it says true. Before anything reaches the
+// table, each entry and request passes these checks; what fails one is ignored (never the whole frame: the
+// decoder already rejected malformed ones) and counted in route_input_stats:
+//  - A seqno above max_plausible_seqno is absurd. Own seqnos saturate below it, so no honest one gets there.
+//  - A seqno more than seqno_window ahead of the newest seen for a known source is ignored. Without the window
+//    one update at 2^48 - 2 would poison a name for good: its owner could not outbid it (DSDV newest wins).
+//    The window is 2^16: a source raises its seqno by 2 per event (interval change, new neighbour, answered
+//    request or poison), and a node hears every known source at least every full dump (10 s) or forgets it
+//    after source_expiry() (60 s) unheard, after which any plausible seqno is accepted again. 2^15 raises in
+//    60 s (546 a second, each sending an update network-wide) is far beyond anything honest. A key holder can
+//    still walk a seqno up by the window per update; reaching max_plausible_seqno takes 2^32 accepted updates.
+//    Seqnos are compared as plain integers rather than modulo 2^64 (RFC 8966 3.2.1): with the cap nothing
+//    wraps, and a modular comparison would make half the space "newer" than any seqno, which is what the
+//    window is there to refuse.
+//  - Metric 0 is the source speaking of itself (RFC 8966 3.7.1): from anyone else it is a lie.
+//  - New sources past max_sources and intervals past max_held_intervals would grow memory without bound.
+//  - An update naming this node is never a route to it; a seqno at least its own is answered by raising the
+//    own seqno past it, at most once per own_raise_holdoff (later claims merge into one raise at its end), so
+//    that the real route supersedes whatever the neighbours accepted and a flood of claims costs one update.
+//  - Seqno requests (RFC 8966 3.8.1.2) are acted on at most once per request_holdoff per source and at
+//    requests_per_second overall, and only within the window of the newest seqno seen.
+#include <algorithm>
+#include <chrono>
+
+#include "overlay/route_table.hpp"
+#include "overlay/seqno.hpp"
+
+namespace phoenix::overlay {
+
+// ---------------------------------------------------------------------------------------------------------
+// Checks
+
+// The newest seqno this node has seen for the source, selected, retracted or held by any neighbour.
+std::uint64_t route_table::newest_seen(const source_state& s) {
+  std::uint64_t newest = std::max(s.seqno, s.retracted_seqno);
+  for (const auto& [n, r] : s.via) newest = std::max(newest, r.seqno);
+  return newest;
+}
+
+// newest <= max_plausible_seqno, so newest + window cannot wrap for any window below 2^63.
+bool route_table::seqno_acceptable(std::uint64_t newest, std::uint64_t seqno) {
+  if (seqno == 0 || seqno > max_plausible_seqno) {
+    ++stats_.seqno_absurd;
+    return false;
+  }
+  if (seqno > newest && seqno - newest > params_.seqno_window) {
+    ++stats_.seqno_out_of_window;
+    return false;
+  }
+  return true;
+}
+
+bool route_table::entry_acceptable(node_id from, const route_entry& e) {
+  const auto it = sources_.find(e.source);
+  if (it == sources_.end()) {
+    if (e.seqno == 0 || e.seqno > max_plausible_seqno) {
+      ++stats_.seqno_absurd;
+      return false;
+    }
+    if (sources_.size() >= params_.max_sources) {
+      ++stats_.sources_over_limit;
+      return false;
+    }
+  } else if (!seqno_acceptable(newest_seen(it->second), e.seqno)) {
+    return false;
+  }
+  if (e.metric == 0 && e.source != from) {
+    ++stats_.metric_absurd;
+    return false;
+  }
+  if (e.metric != infinite_metric) {
+    std::size_t replaced = 0;
+    if (it != sources_.end()) {
+      if (auto r = it->second.via.find(from); r != it->second.via.end()) replaced = r->second.intervals.size();
+    }
+    if (held_intervals_ - replaced + e.intervals.size() > params_.max_held_intervals) {
+      ++stats_.intervals_over_limit;
+      return false;
+    }
+  }
+  return true;
+}
+
+// One request per source per request_holdoff, and a token bucket over all of them.
+bool route_table::request_allowed(std::optional<time_point>& acted_at, time_point now) {
+  if (acted_at && now < *acted_at + params_.request_holdoff) {
+    ++stats_.requests_limited;
+    return false;
+  }
+  const double elapsed_s = std::chrono::duration<double>(now - request_tokens_at_).count();
+  request_tokens_ = std::min<double>(params_.request_burst, request_tokens_ + elapsed_s * params_.requests_per_second);
+  request_tokens_at_ = now;
+  if (request_tokens_ < 1) {
+    ++stats_.requests_limited;
+    return false;
+  }
+  request_tokens_ -= 1;
+  acted_at = now;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Updates
+
+void route_table::on_update(node_id from, const route_update& u, time_point now) {
+  if (from == self_ || !neighbours_.contains(from)) return;
+  std::vector<node_id> touched;
+  for (const route_entry& e : u.entries) {
+    if (e.source == self_) {
+      note_about_self(e, now);
+      continue;
+    }
+    if (!entry_acceptable(from, e)) continue;
+    store_route(from, e, now);
+    touched.push_back(e.source);
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (node_id source : touched) select_route(source, sources_.at(source), now);
+  finish_mutation();
+}
+
+void route_table::store_route(node_id from, const route_entry& e, time_point now) {
+  source_state& s = sources_[e.source];
+  neighbour_route r{e.seqno, e.metric, {}, now + route_hold_time()};
+  if (e.metric != infinite_metric) r.intervals = e.intervals;  // a retraction's intervals mean nothing
+  note_arrival(s, r, now);
+  if (s.via.contains(from)) drop_route(e.source, s, from);
+  hold_queue_.emplace(r.held_until, e.source, from);
+  held_intervals_ += r.intervals.size();
+  s.via.emplace(from, std::move(r));
+}
+
+// DSDV: someone holds a seqno for us at least as new as ours (typically an odd poison; or another node
+// claiming our name): outbid it. A poison older than our seqno is answered too, without a raise: our current
+// seqno already beats it, but since seqno-only news waits for full dumps the poisoned part of the network may
+// not have it yet. An echo of our seqno with a finite metric is just a neighbour's route to us, not news.
+// No window here: this node is the authority on its own name, and whatever its neighbours accepted must be
+// outbid, or they hold it until they forget the name.
+void route_table::note_about_self(const route_entry& e, time_point now) {
+  if (e.seqno == 0 || e.seqno > max_plausible_seqno) {
+    ++stats_.seqno_absurd;
+    return;
+  }
+  if (e.seqno > own_seqno_ || (e.seqno == own_seqno_ && e.metric == infinite_metric)) {
+    ++stats_.own_name_claims;
+    raise_own_seqno_past(e.seqno, now);
+  } else if (e.metric == infinite_metric) {
+    schedule_trigger(self_, now);
+  }
+}
+
+// The first raise is immediate; claims within own_raise_holdoff of it merge into one raise at its end
+// (expire() applies it), so a flood of claims costs one update per holdoff, not one per claim.
+void route_table::raise_own_seqno_past(std::uint64_t seqno, time_point now) {
+  own_claim_ = std::max(own_claim_, seqno);
+  if (!own_raise_due_ && own_raised_at_ && now < *own_raised_at_ + params_.own_raise_holdoff) {
+    own_raise_due_ = *own_raised_at_ + params_.own_raise_holdoff;
+  }
+  if (own_raise_due_) {
+    ++stats_.own_raises_deferred;
+    return;
+  }
+  apply_own_raise(now);
+}
+
+void route_table::apply_own_raise(time_point now) {
+  own_seqno_ = std::max(own_seqno_, seqno::next_even_above(own_claim_));
+  own_claim_ = 0;
+  own_raise_due_.reset();
+  own_raised_at_ = now;
+  schedule_trigger(self_, now);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Seqno requests
+
+route_table::request_action route_table::on_request(node_id from, const route_request& r, time_point now) {
+  request_action act;
+  if (from == self_ || !neighbours_.contains(from) || r.hop_limit == 0) return act;
+  if (r.source == self_) {
+    if (!seqno_acceptable(own_seqno_, r.seqno) || !request_allowed(own_request_acted_at_, now)) return act;
+    // RFC 8966 3.8.1.2: the source answers by making its seqno at least the one asked for.
+    own_seqno_ = std::max(own_seqno_, seqno::even_at_least(r.seqno));
+    schedule_trigger(self_, now);
+    act.kind = request_action::bumped_own;
+    return act;
+  }
+  auto it = sources_.find(r.source);
+  if (it == sources_.end()) return act;
+  source_state& s = it->second;
+  if (!seqno_acceptable(newest_seen(s), r.seqno)) return act;
+  if (s.next_hop && s.seqno >= r.seqno) {
+    if (!request_allowed(s.request_acted_at, now)) return act;
+    s.trigger_pinned = true;
+    schedule_trigger(r.source, now);  // RFC 8966 3.8.1.2: we can satisfy it: re-advertise, don't forward
+    return act;
+  }
+  if (r.hop_limit <= 1) return act;
+  const auto to = request_target(s, from);
+  // RFC 8966 3.8.1.2: don't forward a duplicate of a request we recently forwarded (the holdoff does that).
+  if (!to || !request_allowed(s.request_acted_at, now)) return act;
+  act.kind = request_action::forward;
+  act.forward_to = *to;
+  act.forwarded = {r.source, r.seqno, static_cast<std::uint8_t>(r.hop_limit - 1)};
+  return act;
+}
+
+}  // namespace phoenix::overlay
