@@ -31,6 +31,7 @@
 #include "overlay/connection.hpp"
 #include "overlay/interval_set.hpp"
 #include "overlay/link_session.hpp"
+#include "overlay/listener.hpp"
 #include "overlay/packet.hpp"
 #include "overlay/route_table.hpp"
 #include "overlay/ssh_session.hpp"
@@ -51,6 +52,7 @@ struct overlay_config {
   // first (overlay::hold_out_of_hops). Long against a loopback hop, short against what a loop costs.
   std::chrono::milliseconds hop_retry{100};
   ssh_options ssh;  // ssh:// links: identity, known_hosts, host key policy, keepalives
+  admission_limits admission;  // accepted connections: handshakes in progress, accept() backoff
 };
 
 // What introspection returns (the shell's `routes` and `links`).
@@ -74,6 +76,8 @@ struct overlay_view {
   std::vector<std::uint64_t> waiting_for;  // distinct destinations of waiting packets, the first few
   std::uint64_t links_lost = 0;
   std::uint64_t out_of_hops = 0;  // packets that used up their hop budget here (held, then re-routed)
+  std::uint64_t accept_failures = 0;     // accept() calls that failed (descriptors or memory ran out)
+  std::uint64_t handshakes_refused = 0;  // accepted connections closed at once: over a handshake cap
 };
 
 class overlay final : public connection_owner {
@@ -193,7 +197,6 @@ class overlay final : public connection_owner {
   void flush_waiting();
   void account(std::int64_t delta);
 
-  void accept_next();
   void dial(dialer& d);
   void dial_ssh(dialer& d);
   std::shared_ptr<ssh_session> ssh_session_for(const address& a);
@@ -202,6 +205,8 @@ class overlay final : public connection_owner {
   dialer* dialer_of(const connection& c);
   std::shared_ptr<connection> make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s);
   void start_connection(std::shared_ptr<connection> c);
+  void end_handshake(const std::shared_ptr<connection>& c);
+  void arm_memory_trim();
   bool keeps_existing(const connection& existing, const connection& incoming) const;
   void drop(connection& c, const std::string& reason);
 
@@ -216,7 +221,7 @@ class overlay final : public connection_owner {
   node_id self_;
   deliver_fn deliver_;
   connection_params conn_params_;
-  std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;
+  std::unique_ptr<listener> listener_;
   std::vector<std::unique_ptr<dialer>> dialers_;
   std::set<std::shared_ptr<connection>> handshaking_;
   std::map<std::string, std::shared_ptr<ssh_session>> ssh_sessions_;  // by user@gateway:port, shared by links
@@ -228,6 +233,8 @@ class overlay final : public connection_owner {
   asio::steady_timer routing_timer_;
   asio::steady_timer hop_retry_timer_;  // armed while a packet out of hops waits (see hold_out_of_hops)
   bool hop_retry_armed_ = false;
+  asio::steady_timer trim_timer_;  // armed while closed connections' memory waits to go back (arm_memory_trim)
+  bool trim_armed_ = false;
   interval_set own_;
   std::deque<packet> waiting_;
   std::uint64_t waiting_bytes_ = 0;
