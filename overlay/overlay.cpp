@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "overlay/log.hpp"
 #include "overlay/route_message.hpp"
 #include "overlay/ssh_connection.hpp"
@@ -33,7 +37,8 @@ overlay::overlay(asio::io_context& io, overlay_config config, node_id self, deli
       deliver_(std::move(deliver)),
       table_(self, make_route_params(config_), clock::now()),
       routing_timer_(io),
-      hop_retry_timer_(io) {
+      hop_retry_timer_(io),
+      trim_timer_(io) {
   conn_params_.cluster_key = config_.cluster_key;
   conn_params_.protection = config_.link_protection;
   conn_params_.space_size = config_.space_size;
@@ -55,9 +60,10 @@ overlay::~overlay() {
   for (auto& [id, nb] : neighbours_)
     if (nb->conn) nb->conn->stop();
   for (auto& [key, s] : ssh_sessions_) s->close();
-  if (acceptor_) acceptor_->close();
+  if (listener_) listener_->close();
   routing_timer_.cancel();
   hop_retry_timer_.cancel();
+  trim_timer_.cancel();
 }
 
 // --- endpoints ----------------------------------------------------------------------------------------------
@@ -77,23 +83,22 @@ std::error_code overlay::listen(const std::string& text, std::string& bound, std
     if (error) *error = "cannot resolve " + a->host + ": " + ec.message();
     return ec ? ec : std::make_error_code(std::errc::host_unreachable);
   }
-  auto acc = std::make_unique<asio::ip::tcp::acceptor>(io_);
-  const auto ep = results.begin()->endpoint();
-  acc->open(ep.protocol(), ec);
-  if (!ec) acc->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acc->bind(ep, ec);
-  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    if (error) *error = "cannot listen on " + text + ": " + ec.message();
+  auto l = std::make_unique<listener>(io_, config_.name, config_.admission,
+                                      [this](asio::ip::tcp::socket s, std::string remote) {
+                                        if (shutting_down_) return listener_->handshake_ended(remote);
+                                        start_connection(make_connection(false, std::move(remote), std::move(s)));
+                                      });
+  asio::ip::tcp::endpoint local;
+  std::string why;
+  if (ec = l->open(results.begin()->endpoint(), local, &why); ec) {
+    if (error) *error = "cannot listen on " + text + ": " + why;
     return ec;
   }
-  const auto local = acc->local_endpoint(ec);
   address bound_addr = *a;
   bound_addr.host = local.address().to_string();
   bound_addr.port = local.port();
   bound = bound_addr.to_string();
-  acceptor_ = std::move(acc);
-  accept_next();
+  listener_ = std::move(l);
   logger()->info("{}: listening on {}", config_.name, bound);
   return {};
 }
@@ -121,22 +126,6 @@ bool overlay::refuses_address(const address& a, std::string* error) const {
              "phsh writes one for the nodes it starts";
   }
   return true;
-}
-
-void overlay::accept_next() {
-  if (!acceptor_ || shutting_down_) return;
-  acceptor_->async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
-    if (ec == asio::error::operation_aborted || !acceptor_ || shutting_down_) return;
-    if (!ec) {
-      std::error_code ignored;
-      const auto remote = s.remote_endpoint(ignored);
-      start_connection(
-          make_connection(false, remote.address().to_string() + ":" + std::to_string(remote.port()), std::move(s)));
-    } else {
-      logger()->warn("{}: accept failed: {}", config_.name, ec.message());
-    }
-    accept_next();
-  });
 }
 
 std::shared_ptr<connection> overlay::make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s) {
@@ -242,7 +231,7 @@ bool overlay::keeps_existing(const connection& existing, const connection& incom
 }
 
 void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
-  handshaking_.erase(c);
+  end_handshake(c);
   const node_id peer = c->peer();
   if (auto* d = dialer_of(*c)) {
     d->peer = peer;
@@ -296,7 +285,7 @@ void overlay::refuse_displacement(const std::shared_ptr<connection>& c, const ne
 }
 
 void overlay::on_connection_down(const std::shared_ptr<connection>& c, const std::string& reason) {
-  handshaking_.erase(c);
+  end_handshake(c);
   if (c->was_forged()) ++frames_rejected_;
   dialer* d = dialer_of(*c);
   const node_id peer = c->peer();
@@ -320,6 +309,23 @@ void overlay::on_connection_down(const std::shared_ptr<connection>& c, const std
   }
   // A refused handshake is a configuration mismatch that retrying soon will not fix: back off.
   if (d) schedule_redial(*d, c->was_refused() ? 10 : 1);
+  arm_memory_trim();
+}
+
+// Buffers of closed connections go back to malloc, which keeps freed heap memory for reuse: after many
+// connections closed (an attack, or a cluster that shrank), the node would stay at its peak. Once a second
+// at most, after connections went, hand what is free back to the system.
+void overlay::arm_memory_trim() {
+#if defined(__GLIBC__)
+  if (trim_armed_ || shutting_down_) return;
+  trim_armed_ = true;
+  trim_timer_.expires_after(std::chrono::seconds(1));
+  trim_timer_.async_wait([this](std::error_code ec) {
+    if (ec) return;
+    trim_armed_ = false;
+    ::malloc_trim(0);
+  });
+#endif
 }
 
 // A refusal (another key, L or version) is a configuration problem: warn, but at most once a minute per
@@ -360,6 +366,11 @@ void overlay::connect_local(overlay& other) {
 void overlay::start_connection(std::shared_ptr<connection> c) {
   handshaking_.insert(c);
   c->start();
+}
+
+// An accepted connection's handshake slot is free again once it is up or gone.
+void overlay::end_handshake(const std::shared_ptr<connection>& c) {
+  if (handshaking_.erase(c) && !c->is_outbound() && listener_) listener_->handshake_ended(c->remote());
 }
 
 std::size_t overlay::drop_links() {
@@ -683,10 +694,7 @@ bool overlay::is_farewelled(clock::duration presumed_crashed_after) const {
 
 void overlay::stop_linking() {
   shutting_down_ = true;
-  if (acceptor_) {
-    std::error_code ignored;
-    acceptor_->close(ignored);
-  }
+  if (listener_) listener_->close();
   for (auto& d : dialers_) d->timer->cancel();
 }
 
@@ -747,6 +755,10 @@ overlay_view overlay::view() const {
   v.frames_rejected = frames_rejected_;
   v.out_of_hops = out_of_hops_;
   v.routing_ignored = table_.input_stats();
+  if (listener_) {
+    v.accept_failures = listener_->accept_failures();
+    v.handshakes_refused = listener_->handshakes_refused();
+  }
   return v;
 }
 

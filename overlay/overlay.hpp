@@ -32,6 +32,7 @@
 #include "overlay/connection.hpp"
 #include "overlay/interval_set.hpp"
 #include "overlay/link_session.hpp"
+#include "overlay/listener.hpp"
 #include "overlay/packet.hpp"
 #include "overlay/route_table.hpp"
 #include "overlay/ssh_session.hpp"
@@ -56,6 +57,7 @@ struct overlay_config {
   // first (overlay::hold_out_of_hops). Long against a loopback hop, short against what a loop costs.
   std::chrono::milliseconds hop_retry{100};
   ssh_options ssh;  // ssh:// links: identity, known_hosts, host key policy, keepalives
+  admission_limits admission;  // accepted connections: handshakes in progress, accept() backoff
 };
 
 // What introspection returns (the shell's `routes` and `links`).
@@ -81,6 +83,8 @@ struct overlay_view {
   std::uint64_t frames_rejected = 0;  // connections closed for a frame that failed authentication
   std::uint64_t out_of_hops = 0;  // packets that used up their hop budget here (held, then re-routed)
   route_input_stats routing_ignored;  // routing input the table ignored, by reason (route_input.cpp)
+  std::uint64_t accept_failures = 0;     // accept() calls that failed (descriptors or memory ran out)
+  std::uint64_t handshakes_refused = 0;  // accepted connections closed at once: over a handshake cap
 };
 
 class overlay final : public connection_owner {
@@ -208,7 +212,6 @@ class overlay final : public connection_owner {
   void account(std::int64_t delta);
 
   bool refuses_address(const address& a, std::string* error) const;  // loopback_only and not loopback
-  void accept_next();
   void dial(dialer& d);
   void dial_ssh(dialer& d);
   std::shared_ptr<ssh_session> ssh_session_for(const address& a);
@@ -217,6 +220,8 @@ class overlay final : public connection_owner {
   dialer* dialer_of(const connection& c);
   std::shared_ptr<connection> make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s);
   void start_connection(std::shared_ptr<connection> c);
+  void end_handshake(const std::shared_ptr<connection>& c);
+  void arm_memory_trim();
   bool keeps_existing(const connection& existing, const connection& incoming) const;
   void refuse_displacement(const std::shared_ptr<connection>& c, const neighbour& nb);
   void drop(connection& c, const std::string& reason);
@@ -232,7 +237,7 @@ class overlay final : public connection_owner {
   node_id self_;
   deliver_fn deliver_;
   connection_params conn_params_;
-  std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;
+  std::unique_ptr<listener> listener_;
   std::vector<std::unique_ptr<dialer>> dialers_;
   std::set<std::shared_ptr<connection>> handshaking_;
   std::map<std::string, std::shared_ptr<ssh_session>> ssh_sessions_;  // by user@gateway:port, shared by links
@@ -244,6 +249,8 @@ class overlay final : public connection_owner {
   asio::steady_timer routing_timer_;
   asio::steady_timer hop_retry_timer_;  // armed while a packet out of hops waits (see hold_out_of_hops)
   bool hop_retry_armed_ = false;
+  asio::steady_timer trim_timer_;  // armed while closed connections' memory waits to go back (arm_memory_trim)
+  bool trim_armed_ = false;
   interval_set own_;
   std::deque<packet> waiting_;
   std::uint64_t waiting_bytes_ = 0;

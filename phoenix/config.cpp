@@ -21,6 +21,8 @@
 
 #include <toml.hpp>
 
+#include "phoenix/config_file.hpp"
+
 namespace phoenix {
 namespace {
 
@@ -409,28 +411,13 @@ std::string one_line_syntax_error(const std::string& file, const toml::exception
   return out;
 }
 
-// Reads the whole file ourselves: toml11's own open reports no reason, and it asserts on a directory.
-std::string read_file(const fs::path& file, std::string& out) {
-  std::error_code ec;
-  if (fs::is_directory(file, ec)) return file.string() + ": is a directory, not a configuration file";
-  std::FILE* f = std::fopen(file.c_str(), "rb");
-  if (!f) return file.string() + ": cannot open: " + std::strerror(errno);
-  std::string text;
-  char buffer[8192];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
-  const bool failed = std::ferror(f) != 0;
-  const int saved = errno;
-  std::fclose(f);
-  if (failed) return file.string() + ": cannot read: " + std::strerror(saved);
-  out = std::move(text);
-  return "";
-}
-
 ConfigResult load_config_unguarded(const fs::path& file, std::string_view node_name) {
   ConfigResult result;
   std::string text;
-  if (result.error = read_file(file, text); !result.error.empty()) return result;
+  // Read ourselves, within bounds: toml11's own open reports no reason, asserts on a directory, reads without
+  // end, and recurses once per nesting level.
+  if (result.error = read_bounded_file(file, max_config_file_bytes, text); !result.error.empty()) return result;
+  if (result.error = check_toml_depth(text, max_config_depth, file.string()); !result.error.empty()) return result;
 
   Context ctx;
   ctx.file = file.string();

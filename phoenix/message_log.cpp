@@ -67,13 +67,18 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
 
 std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out,
                              std::vector<suspended_interval>* intervals) {
+  // A FIFO or device would block or read without end, and file_size() below throws on them.
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    return file.string() + ": not a regular file, so not a phoenix message log";
   std::ifstream in(file, std::ios::binary);
   if (!in) return io_error(file, "cannot open");
   char m[8];
   if (!in.read(m, 8)) return file.string() + ": not a phoenix message log";
   const bool with_state = std::memcmp(m, magic_with_state, 8) == 0;
   if (!with_state && std::memcmp(m, magic, 8) != 0) return file.string() + ": not a phoenix message log";
-  const auto size = std::filesystem::file_size(file);
+  const auto size = std::filesystem::file_size(file, ec);
+  if (ec) return file.string() + ": cannot read its size: " + ec.message();
   std::vector<suspended_interval> states;
   if (with_state) {
     std::byte head[24];

@@ -16,6 +16,8 @@
 #include <doctest/doctest.h>
 #include <toml.hpp>
 
+#include "phoenix/config_file.hpp"
+
 #ifndef PHOENIX_SOURCE_DIR
 #define PHOENIX_SOURCE_DIR "/work/main"  // the build defines it; this is only for building the test by hand
 #endif
@@ -410,6 +412,44 @@ TEST_CASE("config: syntax errors and unreadable files are one-line errors") {
 
   TempDir dir;
   CHECK(contains(phoenix::load_config(dir.path()).error, "is a directory"));
+}
+
+TEST_CASE("config: a file nested deeper than the limit is an error naming the file, line and limit") {
+  const std::size_t deep = 10000;
+  std::string err = load_error("x = " + std::string(deep, '[') + std::string(deep, ']') + "\n");
+  CHECK(contains(err, "c.toml:1: nested deeper than 32 levels"));
+  err = load_error("hop_limit = 3\nx = " + std::string(deep, '{') + "\n");
+  CHECK(contains(err, "c.toml:2: nested deeper than 32"));
+  std::string dotted = "a";
+  for (int i = 0; i < 100; ++i) dotted += ".a";
+  CHECK(contains(load_error(dotted + " = 1\n"), "nested deeper than 32"));
+  // Brackets in strings and comments, and dots in values, are not nesting.
+  const std::string quoted(100, '[');
+  CHECK_FALSE(contains(load_error("# " + quoted + "\nname = \"" + quoted + "\"\nx = '" + quoted + "'\n"), "nested"));
+}
+
+TEST_CASE("config: measure_toml_depth counts arrays, inline tables and dotted keys, not strings or floats") {
+  CHECK(phoenix::measure_toml_depth("a = 1.5\nb = [[1], [2.5]]\n").depth == 2);
+  CHECK(phoenix::measure_toml_depth("[a.b.c]\nx = 1\n").depth == 3);
+  CHECK(phoenix::measure_toml_depth("a = { b = { c = 1 } }\n").depth == 2);
+  CHECK(phoenix::measure_toml_depth("a = \"[[[\"\nb = '''\n{{{\n'''\nc = \"\"\"x]\\\"[[\"\"\"\n").depth == 0);
+  const auto d = phoenix::measure_toml_depth("a = 1\n\nb = [[[0]]]\n");
+  CHECK(d.depth == 3);
+  CHECK(d.line == 3);
+}
+
+TEST_CASE("config: /dev/zero and oversized files fail fast naming the file and the limit") {
+  auto r = phoenix::load_config("/dev/zero");
+  CHECK_FALSE(r.ok());
+  CHECK(contains(r.error, "/dev/zero: larger than 1048576 bytes"));
+  TempDir dir;
+  const auto big = dir.write("big.toml", "# " + std::string(phoenix::max_config_file_bytes, 'x') + "\n");
+  CHECK(contains(phoenix::load_config(big).error, "big.toml: larger than 1048576 bytes"));
+  // Exactly at the limit is accepted by the reader.
+  std::string text;
+  const auto exact = dir.write("exact.toml", std::string(phoenix::max_config_file_bytes, '\n'));
+  CHECK(phoenix::read_bounded_file(exact, phoenix::max_config_file_bytes, text) == "");
+  CHECK(text.size() == phoenix::max_config_file_bytes);
 }
 
 TEST_CASE("config: relative cluster_key_file is relative to the file's directory") {

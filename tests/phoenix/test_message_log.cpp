@@ -74,3 +74,10 @@ TEST_CASE("message_log: a suspend's log keeps its intervals and their state, and
   CHECK(phoenix::read_message_log(file, out, &back) != "");
   CHECK(back.empty());
 }
+
+TEST_CASE("message_log: a device or FIFO is rejected at once, not read") {
+  std::vector<phoenix::overlay::packet> out;
+  const auto err = phoenix::read_message_log("/dev/zero", out);
+  CHECK(err.find("/dev/zero: not a regular file") != std::string::npos);
+  CHECK(out.empty());
+}

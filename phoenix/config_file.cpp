@@ -1,0 +1,125 @@
+#include "phoenix/config_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <system_error>
+
+namespace phoenix {
+
+namespace fs = std::filesystem;
+
+// fopen + fread of at most max_bytes + 1: a FIFO or character device yields what it has (or blocks like any
+// read of it would), /dev/zero stops at the bound instead of filling memory.
+std::string read_bounded_file(const fs::path& file, std::size_t max_bytes, std::string& out) {
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) return file.string() + ": is a directory, not a configuration file";
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
+  if (!f) return file.string() + ": cannot open: " + std::strerror(errno);
+  std::string text;
+  char buffer[8192];
+  while (text.size() <= max_bytes) {
+    const std::size_t want = std::min(sizeof buffer, max_bytes + 1 - text.size());
+    const std::size_t n = std::fread(buffer, 1, want, f.get());
+    if (n == 0) break;
+    text.append(buffer, n);
+  }
+  if (std::ferror(f.get())) return file.string() + ": cannot read: " + std::strerror(errno);
+  if (text.size() > max_bytes)
+    return file.string() + ": larger than " + std::to_string(max_bytes) +
+           " bytes, the limit for a configuration file; is it the right file?";
+  out = std::move(text);
+  return "";
+}
+
+namespace {
+
+// Scanner state: which quoted string or comment we are in, if any.
+enum class lexeme { plain, basic, literal, multi_basic, multi_literal, comment };
+
+bool starts_with(std::string_view text, std::size_t i, std::string_view what) {
+  return text.substr(i, what.size()) == what;
+}
+
+}  // namespace
+
+// A key is what precedes '=' on a line (or inside an inline table, after '{' or ','); dots there open tables.
+// Dots in values (floats, dates) do not count. Table headers [a.b.c] count their dots too: not in a value.
+toml_depth measure_toml_depth(std::string_view text) {
+  toml_depth deepest;
+  std::string open;  // the brackets open, innermost last: in '[' come values, in '{' keys after ','
+  std::size_t key_dots = 0, line = 1;
+  bool in_value = false;
+  lexeme in = lexeme::plain;
+  auto note = [&] {
+    if (open.size() + key_dots > deepest.depth) deepest = {open.size() + key_dots, line};
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      if (in == lexeme::comment || in == lexeme::basic || in == lexeme::literal) in = lexeme::plain;
+      if (in == lexeme::plain && open.empty()) in_value = false, key_dots = 0;
+      continue;
+    }
+    switch (in) {
+      case lexeme::comment: continue;
+      case lexeme::basic:
+        if (c == '\\') ++i;
+        else if (c == '"') in = lexeme::plain;
+        continue;
+      case lexeme::literal:
+        if (c == '\'') in = lexeme::plain;
+        continue;
+      case lexeme::multi_basic:
+        if (c == '\\') ++i;
+        else if (starts_with(text, i, "\"\"\"")) in = lexeme::plain, i += 2;
+        continue;
+      case lexeme::multi_literal:
+        if (starts_with(text, i, "'''")) in = lexeme::plain, i += 2;
+        continue;
+      case lexeme::plain: break;
+    }
+    switch (c) {
+      case '#': in = lexeme::comment; break;
+      case '"':
+        if (starts_with(text, i, "\"\"\"")) in = lexeme::multi_basic, i += 2;
+        else in = lexeme::basic;
+        break;
+      case '\'':
+        if (starts_with(text, i, "'''")) in = lexeme::multi_literal, i += 2;
+        else in = lexeme::literal;
+        break;
+      case '[':
+      case '{':
+        open.push_back(c);
+        if (c == '{') in_value = false, key_dots = 0;
+        note();
+        break;
+      case ']':
+      case '}':
+        if (!open.empty()) open.pop_back();
+        if (!open.empty()) in_value = true;
+        break;
+      case ',':
+        if (!open.empty() && open.back() == '{') key_dots = 0, in_value = false;
+        break;
+      case '=': in_value = true; break;
+      case '.':
+        if (!in_value) ++key_dots, note();
+        break;
+      default: break;
+    }
+  }
+  return deepest;
+}
+
+std::string check_toml_depth(std::string_view text, std::size_t max_depth, const std::string& file) {
+  const auto d = measure_toml_depth(text);
+  if (d.depth <= max_depth) return "";
+  return file + ":" + std::to_string(d.line) + ": nested deeper than " + std::to_string(max_depth) +
+         " levels (arrays, inline tables and dotted keys), the limit for a configuration file";
+}
+
+}  // namespace phoenix
