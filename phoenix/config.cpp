@@ -37,13 +37,15 @@ constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "in
 
 // Keys a top-level table or a [node.NAME] table may hold ("node" only at the top). Kept in one place so that
 // the unknown-key error can suggest the nearest one.
-constexpr std::array<std::string_view, 18> kKeys = {"name",
+constexpr std::array<std::string_view, 20> kKeys = {"name",
                                                     "listen",
                                                     "peers",
                                                     "space_size",
                                                     "log_level",
                                                     "cluster_key_file",
                                                     "link_protection",
+                                                    "control_key_file",
+                                                    "controller_key_file",
                                                     "retry_interval_ms",
                                                     "hop_limit",
                                                     "max_waiting_bytes",
@@ -273,13 +275,15 @@ std::string apply_table(const Context& ctx, const toml::value& table, std::strin
         if (!path.empty() && path[0] != '/' && path[0] != '~') path = (ctx.dir / path).lexically_normal().string();
         (key == "ssh_identity" ? config.ssh_identity : config.ssh_known_hosts) = path;
       }
-    } else if (key == "cluster_key_file") {
+    } else if (key == "cluster_key_file" || key == "control_key_file" || key == "controller_key_file") {
       std::string path;
       err = read_string(v, path);
       // Relative to the file, not to the working directory: the key usually lives next to the config, and a
       // node started from anywhere must find the same key.
-      if (err.empty())
-        config.cluster_key_file = path.empty() ? path : (ctx.dir / path).lexically_normal().string();
+      std::string& field = key == "cluster_key_file"   ? config.cluster_key_file
+                           : key == "control_key_file" ? config.control_key_file
+                                                       : config.controller_key_file;
+      if (err.empty()) field = path.empty() ? path : (ctx.dir / path).lexically_normal().string();
     } else if (key == "peers") {
       if (!v.is_array()) {
         err = "expected an array of strings, got " + type_name(v);
@@ -510,6 +514,8 @@ std::string apply_environment_unguarded(Config& config, const EnvLookup& lookup)
   }
   if (auto v = get("PHOENIX_LOG_LEVEL")) c.log_level = *v;
   if (auto v = get("PHOENIX_CLUSTER_KEY_FILE")) c.cluster_key_file = *v;  // relative: to the working directory
+  if (auto v = get("PHOENIX_CONTROL_KEY_FILE")) c.control_key_file = *v;
+  if (auto v = get("PHOENIX_CONTROLLER_KEY_FILE")) c.controller_key_file = *v;
   if (auto v = get("PHOENIX_SSH_IDENTITY")) c.ssh_identity = *v;
   if (auto v = get("PHOENIX_SSH_KNOWN_HOSTS")) c.ssh_known_hosts = *v;
   if (auto v = get("PHOENIX_SSH_HOST_KEY_POLICY")) c.ssh_host_key_policy = *v;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "phoenix/service_access.hpp"
+
 #include "overlay/frame.hpp"
 
 namespace phoenix {
@@ -122,6 +124,10 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
   for (auto& p : packets) out.push_back(std::move(p));
   if (intervals) *intervals = std::move(states);
   return "";
+}
+
+std::size_t drop_runtime_records(std::vector<overlay::packet>& packets) {
+  return std::erase_if(packets, [](const overlay::packet& p) { return p.tag < 0 && p.tag > first_service_tag; });
 }
 
 }  // namespace phoenix

@@ -31,4 +31,10 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
 std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out,
                              std::vector<suspended_interval>* intervals = nullptr);
 
+// Removes the records with the runtime's own tags, -3..-1 (control requests, migration steps, PH_ANY_TAG)
+// and returns how many. They were addressed to an incarnation that is gone, and a file is no channel for
+// them: replayed from a log, a control or migration packet would act without its sender's authority. Service
+// tags (at or below -4, e.g. Volpex) are messages to virtual nodes and stay.
+std::size_t drop_runtime_records(std::vector<overlay::packet>& packets);
+
 }  // namespace phoenix

@@ -19,6 +19,8 @@
 #include "overlay/log.hpp"
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"
+#include "phoenix/control_guard.hpp"
+#include "phoenix/control_key_file.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/message_holders.hpp"
 #include "phoenix/message_log.hpp"
@@ -95,6 +97,16 @@ constexpr auto control_route_wait = std::chrono::seconds(1);
 constexpr std::size_t default_log_lines = 50;
 constexpr std::size_t max_log_lines = 1000;
 
+std::uint64_t wall_clock_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+std::uint64_t steady_ms() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch()).count());
+}
+
 }  // namespace
 
 class Node::Impl {
@@ -156,6 +168,13 @@ class Node::Impl {
   std::mutex requests_mu_;
   std::deque<ControlRequest> requests_;
   std::string app_status_;
+  // Who may control this node (control_guard.hpp), the key it signs its own guarded requests with, and what
+  // it refused; warnings about refusals are budgeted, since any key holder can trigger them.
+  control_guard control_guard_;
+  controller_key control_signer_;
+  std::uint64_t control_malformed_ = 0;
+  std::uint64_t control_refused_ = 0;
+  warning_budget control_warnings_{10'000, 5};
   // From initialize's log (a suspend's), taken up when the application sets its state handlers.
   std::vector<suspended_interval> restore_;
   // The state handlers, for suspend and the taking up of restore_ (the application's thread).
@@ -172,6 +191,9 @@ class Node::Impl {
   std::error_code fail(int code, const std::string& why);
   void deliver(overlay::packet&& p);
   void on_control(overlay::packet&& p);                          // holding the token
+  std::error_code load_control_keys();
+  void warn_control(const std::string& what);                    // holding the token: budgeted
+  bool refused_control(const control_packet& c, const overlay::packet& p, control_packet& reply);
   control_packet answer(const std::string& request, vp_t from);  // holding the token
   std::string status_text();                                     // holding the token
   overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
@@ -241,10 +263,15 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
     key = std::move(k.key);
   }
 
+  if (auto ec = load_control_keys()) return ec;
+
   std::vector<overlay::packet> logged;
   std::vector<suspended_interval> restore;
   if (log_in && *log_in) {
     if (auto err = read_message_log(log_in, logged, &restore); !err.empty()) return fail(PH_EIO, err);
+    if (const auto dropped = drop_runtime_records(logged))
+      logger()->warn("{}: {} ignored {} records of the runtime's own protocols (control, migration)",
+                     config_.name, log_in, dropped);
   }
 
   resource_name_ = make_resource_name(config_.space_size);
@@ -686,7 +713,13 @@ std::optional<Node::ControlReply> Node::Impl::control(vp_t node, std::string_vie
     overlay::packet p;
     p.dest = node;
     p.tag = control_tag;
-    p.body = encode_control({control_packet::kind::request, true, call, std::string(request)});
+    control_packet c{control_packet::kind::request, true, call, std::string(request), std::nullopt};
+    if (control_signer_.can_sign() && is_guarded(request)) {
+      control_nonce nonce;
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) == 1)
+        control_signer_.seal(c, node, wall_clock_ms(), nonce);  // else unsealed: the node refuses it
+    }
+    p.body = encode_control(c);
     overlay_->send_unbounded(std::move(p));
     return call;
   });
@@ -702,10 +735,52 @@ std::optional<Node::ControlReply> Node::Impl::control(vp_t node, std::string_vie
   return ControlReply{reply->ok, std::move(reply->text)};
 }
 
+std::error_code Node::Impl::load_control_keys() {
+  control_guard_ = control_guard();
+  control_signer_ = controller_key();
+  if (!config_.control_key_file.empty()) {
+    auto k = load_controller_key(config_.control_key_file, false);
+    if (!k.error.empty()) return fail(PH_EKEY, k.error);
+    control_guard_ = control_guard(std::move(k.key));
+  }
+  if (!config_.controller_key_file.empty()) {
+    auto k = load_controller_key(config_.controller_key_file, true);
+    if (!k.error.empty()) return fail(PH_EKEY, k.error);
+    if (!k.warning.empty()) logger()->warn("{}: {}", config_.name, k.warning);
+    control_signer_ = std::move(k.key);
+  }
+  control_malformed_ = 0;
+  control_refused_ = 0;
+  return {};
+}
+
+void Node::Impl::warn_control(const std::string& what) {
+  std::uint64_t suppressed = 0;
+  if (!control_warnings_.allow(steady_ms(), &suppressed)) return;
+  if (suppressed)
+    logger()->warn("{}: {} ({} more control warnings suppressed; {} malformed, {} refused so far)",
+                   config_.name, what, suppressed, control_malformed_, control_refused_);
+  else
+    logger()->warn("{}: {}", config_.name, what);
+}
+
+// A guarded request that control_guard refuses: *reply says why. Open requests pass.
+bool Node::Impl::refused_control(const control_packet& c, const overlay::packet& p, control_packet& reply) {
+  if (!is_guarded(c.text)) return false;
+  auto verdict = control_guard_.check(c, resource_name_, p.dest, wall_clock_ms());
+  if (verdict.admitted()) return false;
+  ++control_refused_;
+  warn_control("refused a control request from " + std::to_string(p.source) + ": " + verdict.text);
+  reply.ok = false;
+  reply.text = std::move(verdict.text);
+  return true;
+}
+
 void Node::Impl::on_control(overlay::packet&& p) {
   auto c = decode_control(p.body);
   if (!c) {
-    logger()->warn("{}: malformed control message from {} dropped", config_.name, p.source);
+    ++control_malformed_;
+    warn_control("malformed control message from " + std::to_string(p.source) + " dropped");
     return;
   }
   if (c->what == control_packet::kind::reply) {
@@ -713,7 +788,8 @@ void Node::Impl::on_control(overlay::packet&& p) {
     if (call != control_calls_.end()) call->second = std::move(*c);
     return;
   }
-  control_packet reply = answer(c->text, p.source);
+  control_packet reply;
+  if (!refused_control(*c, p, reply)) reply = answer(c->text, p.source);
   reply.what = control_packet::kind::reply;
   reply.id = c->id;
   overlay::packet out;

@@ -217,6 +217,16 @@ int main(int argc, char** argv) {
       config.cluster_key_file = absolute(key);
     else if (config.cluster_key_file.empty())
       config.cluster_key_file = phoenix::launch::write_cluster_key(options.run_dir / "cluster.key");
+    // The controller's key pair: the shell signs kill, leave, suspend and log with the private key, the nodes
+    // it starts check them with the public one (docs/shell.md, "Who may control a node").
+    if (config.controller_key_file.empty()) {
+      config.controller_key_file = (options.run_dir / "controller.key").string();
+      config.control_key_file = (options.run_dir / "controller.pub").string();
+      phoenix::launch::write_controller_keys(config.controller_key_file, config.control_key_file);
+    } else if (config.control_key_file.empty()) {
+      config.control_key_file = (options.run_dir / "controller.pub").string();
+      phoenix::launch::write_controller_public_key(config.controller_key_file, config.control_key_file);
+    }
   } catch (const std::exception& e) {
     error_line("", e.what());
     return 1;

@@ -83,6 +83,7 @@ std::vector<std::string> node_environment(const NodeEnvironment& e) {
       "PHOENIX_RETRY_INTERVAL_MS=200",
       "PHSH_ROLE=" + e.role,
   };
+  if (!e.control_key_file.empty()) out.push_back("PHOENIX_CONTROL_KEY_FILE=" + e.control_key_file);
   if (!e.resume_file.empty()) out.push_back("PHSH_RESUME_FILE=" + e.resume_file);
   out.insert(out.end(), e.extra.begin(), e.extra.end());
   return out;

@@ -34,6 +34,7 @@ struct NodeEnvironment {
   std::string listen;              // PHOENIX_LISTEN
   std::vector<std::string> peers;  // PHOENIX_PEERS (already as the node reaches them)
   std::string key_file;            // PHOENIX_CLUSTER_KEY_FILE
+  std::string control_key_file;    // PHOENIX_CONTROL_KEY_FILE: the shell's public controller key (if any)
   std::uint64_t space_size = 0;    // PHOENIX_SPACE_SIZE
   std::string role;                // PHSH_ROLE: first, join or resume
   std::string resume_file;         // PHSH_RESUME_FILE (role resume)

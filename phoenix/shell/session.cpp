@@ -215,6 +215,8 @@ void Session::launch(std::size_t index, const std::string& role, int port) {
   env.listen = listen_endpoint(!r.host.empty(), port);
   env.peers = peers_for(r);
   env.key_file = std::filesystem::absolute(options_.config.cluster_key_file).string();
+  if (!options_.config.control_key_file.empty())
+    env.control_key_file = std::filesystem::absolute(options_.config.control_key_file).string();
   env.space_size = node_->space_size();
   env.role = role;
   if (role == "resume") env.resume_file = r.suspend_file;

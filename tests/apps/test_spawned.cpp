@@ -96,6 +96,7 @@ TEST_CASE("spawned raytrace: first, join, suspend, resume and leave driven over 
   REQUIRE_MESSAGE(::access(program.c_str(), X_OK) == 0, program << " is not built");
   test::temp_dir dir;
   const std::string key = dir.make_key();
+  const auto controller = dir.make_controller_keys();  // the test's node signs as phsh does
   const auto scene_file = slow_scene(dir.path());
   const auto png = dir / "image.png";
   const auto suspend_file = dir / "rt1.suspended";
@@ -110,6 +111,7 @@ TEST_CASE("spawned raytrace: first, join, suspend, resume and leave driven over 
     std::vector<std::string> e{"PHOENIX_NAME=" + name,
                                "PHOENIX_LISTEN=tcp://127.0.0.1:0",
                                "PHOENIX_CLUSTER_KEY_FILE=" + key,
+                               "PHOENIX_CONTROL_KEY_FILE=" + controller.public_file,
                                "PHOENIX_SPACE_SIZE=" + std::to_string(space),
                                "PHOENIX_RETRY_INTERVAL_MS=100",
                                "PHSH_ROLE=" + role};
@@ -135,6 +137,7 @@ TEST_CASE("spawned raytrace: first, join, suspend, resume and leave driven over 
   Config config;
   config.name = "spawn-test";
   config.cluster_key_file = key;
+  config.controller_key_file = controller.private_file;
   config.space_size = space;
   config.retry_interval_ms = 100;
   Node shell(config);

@@ -26,12 +26,22 @@ std::string field(const std::string& status, const std::string& key) {
   return status.substr(start, status.find('\n', start) - start);
 }
 
-// Two linked nodes; b assumes [0, L).
+// A node configuration that holds the controller's private key (it may sign) and its public key (it obeys).
+phoenix::Config controlled_config(const std::string& name, const std::string& key,
+                                  const phoenix::test::temp_dir::controller_keys& controller) {
+  auto c = phoenix::test::node_config(name, key, L);
+  c.controller_key_file = controller.private_file;
+  c.control_key_file = controller.public_file;
+  return c;
+}
+
+// Two linked nodes; b assumes [0, L). Both hold the controller's keys: a may control b.
 struct pair_of_nodes {
   phoenix::test::temp_dir dir;
   std::string key = dir.make_key();
-  Node a{phoenix::test::node_config("a", key, L)};
-  Node b{phoenix::test::node_config("b", key, L)};
+  phoenix::test::temp_dir::controller_keys controller = dir.make_controller_keys();
+  Node a{controlled_config("a", key, controller)};
+  Node b{controlled_config("b", key, controller)};
   pair_of_nodes() {
     REQUIRE_FALSE(a.initialize("tcp://127.0.0.1:0"));
     REQUIRE_FALSE(b.initialize("tcp://127.0.0.1:0"));

@@ -152,12 +152,14 @@ TEST_CASE("node launch: gateway peers, wildcard hosts, listen endpoints, environ
   e.space_size = 1024;
   e.role = "resume";
   e.resume_file = "/tmp/n2.suspend";
+  e.control_key_file = "/tmp/c.pub";
   CHECK(node_environment(e) == Strings{"PHOENIX_NAME=n2", "PHOENIX_LISTEN=tcp://127.0.0.1:0",
                                        "PHOENIX_PEERS=tcp://127.0.0.1:1,tcp://127.0.0.1:2",
                                        "PHOENIX_CLUSTER_KEY_FILE=/tmp/k", "PHOENIX_SPACE_SIZE=1024",
                                        "PHOENIX_RETRY_INTERVAL_MS=200", "PHSH_ROLE=resume",
-                                       "PHSH_RESUME_FILE=/tmp/n2.suspend"});
+                                       "PHOENIX_CONTROL_KEY_FILE=/tmp/c.pub", "PHSH_RESUME_FILE=/tmp/n2.suspend"});
   e.resume_file.clear();
+  e.control_key_file.clear();
   CHECK(node_environment(e).size() == 7);
 }
 

@@ -40,6 +40,17 @@ class temp_dir {
     return launch::write_cluster_key(path_ / name);
   }
 
+  // A fresh controller key pair: the private key (a controller's controller_key_file) and the public key (a
+  // node's control_key_file).
+  struct controller_keys {
+    std::string private_file, public_file;
+  };
+  controller_keys make_controller_keys(const std::string& stem = "controller") const {
+    controller_keys k{(path_ / (stem + ".key")).string(), (path_ / (stem + ".pub")).string()};
+    launch::write_controller_keys(k.private_file, k.public_file);
+    return k;
+  }
+
  private:
   std::filesystem::path path_;
 };

@@ -39,6 +39,11 @@ struct Config {
   // What protects every frame of a link after its handshake: "integrity" (an AES-256-GMAC tag on every frame)
   // or "off" (nothing: for links the user trusts). A link takes the stronger of its two ends' settings.
   std::string link_protection = "integrity";
+  // The controller's Ed25519 keys, PEM (docs/shell.md, "Who may control a node"). control_key_file: its public
+  // key, with which this node checks kill, leave, suspend and log requests; empty: it refuses them all.
+  // controller_key_file: its private key, with which this node signs such requests (Node::control).
+  std::string control_key_file;
+  std::string controller_key_file;
   std::uint32_t retry_interval_ms = 1000;             // reconnect interval for broken/unreachable links
   std::uint64_t max_waiting_bytes = 256ull
                                     << 20;        // bound on messages held for lack of a route (then PH_EAGAIN)
@@ -71,7 +76,8 @@ struct ConfigResult {
 // NAME (whole values: a node's `peers` replaces the top-level `peers`, it does not append). With an empty
 // node_name only top-level keys apply; a node_name without a [node.NAME] table is an error. Every [node.*]
 // table is checked, not only the selected one, so a typo anywhere in a shared file stops every node.
-// Relative cluster_key_file paths are taken relative to the file's directory (and returned absolute).
+// Relative key file paths (cluster_key_file, control_key_file, controller_key_file, ssh_*) are taken relative
+// to the file's directory (and returned absolute).
 // The result is parsed, not validated: call validate() (config_from_environment does).
 PH_API ConfigResult load_config(const std::filesystem::path& file, std::string_view node_name = {});
 

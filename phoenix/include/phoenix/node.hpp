@@ -190,6 +190,10 @@ class PH_API Node {
   //   "leave"          recorded for the application (take_control_request), answered at once
   //   "suspend FILE"   the same, for a suspend to FILE
   //   "kill"           the process ends at once (SIGKILL to itself), as in a crash: for fault drills
+  // kill, leave, suspend and log are guarded (docs/shell.md, "Who may control a node"): the node carries one
+  // out only if its packet was addressed to the node's resource name and it carries a seal for that name, fresh
+  // (within 120 s of the node's clock) and never seen before, signed with the private key whose public key is
+  // the node's control_key_file. Otherwise the reply has ok false and says why; status and routes are open.
   struct ControlReply {
     bool ok = false;
     std::string text;  // the answer, or the error when !ok
@@ -197,7 +201,8 @@ class PH_API Node {
   // Sends `request` to the node whose resource name is `node` and waits for the reply, driving this node's
   // I/O meanwhile. nullopt if none came: *ec is PH_EUNREACH (no route to it within a second: a node just
   // linked may not have advertised itself yet), PH_ETIMEDOUT or PH_ESTATE (not running). A node may control
-  // itself.
+  // itself. A guarded request is sealed for `node` (a resource name) with this node's controller_key_file if it
+  // has one, and sent unsealed otherwise (then refused).
   std::optional<ControlReply> control(vp_t node, std::string_view request, std::chrono::milliseconds timeout,
                                       std::error_code* ec = nullptr);
   struct ControlRequest {
