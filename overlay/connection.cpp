@@ -337,7 +337,7 @@ void connection::write_more() {
       const std::size_t length = data_head_bytes + sp->pkt.body.size() + tag_bytes;
       encode_frame_header(h.data(), frame_type::data, static_cast<std::uint32_t>(length));
       encode_data_head(h.data() + frame_header_bytes,
-                       data_head{sp->seq, session_->received(), sp->pkt.dest, sp->pkt.source, sp->pkt.tag,
+                       data_head{sp->seq, session_->ack_to_send(), sp->pkt.dest, sp->pkt.source, sp->pkt.tag,
                                  sp->pkt.hops_left});
       iov_.push_back(asio::buffer(h));
       const std::span<const std::byte> body(sp->pkt.body.data(), sp->pkt.body.size());
@@ -355,14 +355,14 @@ void connection::write_more() {
     bool ack_carried = !heads_.empty();
     if (!ack_carried && session_->ack_owed() && control_in_write_ == control_.size() &&
         (!ack_timer_armed_ || session_->bytes_since_ack() >= params_.ack_every_bytes)) {
-      control_.push_back(make_ack_frame(frame_type::ack, session_->received()));
+      control_.push_back(make_ack_frame(frame_type::ack, session_->ack_to_send()));
       seal_control(control_.back());
       iov_.push_back(asio::buffer(control_.back()));
       ++control_in_write_;
       ack_carried = true;
     }
     if (ack_carried) {
-      session_->note_ack_sent(session_->received());
+      session_->note_ack_sent(session_->ack_to_send());
       session_->reset_ack_counter();
     }
   }

@@ -53,8 +53,13 @@ class link_session {
   enum class receipt { accept, duplicate, gap };
   receipt on_receive(std::uint64_t seq);
   std::uint64_t received() const { return received_; }   // highest sequence number received in order
-  bool ack_owed() const { return received_ != acked_to_peer_; }
+  // The cumulative ack to send now: received(), unless acks are held back (hold_acks), when it stays at the last
+  // one sent, so that the peer's window fills and it sends no more until they are let go.
+  std::uint64_t ack_to_send() const { return acks_held_ ? acked_to_peer_ : received_; }
+  bool ack_owed() const { return ack_to_send() != acked_to_peer_; }
   void note_ack_sent(std::uint64_t ack) { acked_to_peer_ = ack; }
+  void hold_acks(bool held) { acks_held_ = held; }
+  bool acks_held() const { return acks_held_; }
   std::uint64_t bytes_since_ack() const { return bytes_since_ack_; }
   void count_received_bytes(std::uint64_t n) { bytes_since_ack_ += n; }
   void reset_ack_counter() { bytes_since_ack_ = 0; }
@@ -83,6 +88,7 @@ class link_session {
 
   std::uint64_t received_ = 0;
   std::uint64_t acked_to_peer_ = 0;
+  bool acks_held_ = false;
   std::uint64_t bytes_since_ack_ = 0;
 };
 

@@ -217,7 +217,7 @@ overlay::dialer* overlay::dialer_of(const connection& c) {
 link_resume overlay::resume_for(node_id peer) {
   const auto it = neighbours_.find(peer);
   if (it == neighbours_.end()) return {};
-  return {it->second->session.received(), it->second->secret};
+  return {it->second->session.ack_to_send(), it->second->secret};
 }
 
 // Two nodes that dial each other end up with two connections. Both ends must keep the same one without
@@ -478,7 +478,7 @@ void overlay::send_unbounded(packet p) {
 
 void overlay::on_data(connection& c, const data_head& head, phoenix::Bytes body) {
   last_data_from_ = c.peer();
-  inject(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body)});
+  inject(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body), c.peer()});
 }
 
 bool overlay::begin_direct_reads() {
@@ -537,10 +537,37 @@ void overlay::forward(node_id next_hop, packet p) {
   if (slot->conn) slot->conn->kick();
 }
 
+// A neighbour can send packets for destinations nobody routes to, and this node acknowledges what it receives
+// at once: past max_waiting_per_neighbour_bytes of its packets waiting here, its acks are held back, so its
+// window fills and the rest waits at the sender, bounded by its own max_waiting_bytes (an application there
+// gets PH_EAGAIN). Nothing is dropped; the link carries nothing new from it until the routes change.
 void overlay::hold(packet p) {
-  waiting_bytes_ += p.footprint();
+  const std::size_t bytes = p.footprint();
+  waiting_bytes_ += bytes;
   ++waiting_dests_[p.dest];
+  if (p.arrived_from) {
+    const auto it = neighbours_.find(p.arrived_from);
+    if (it != neighbours_.end()) {
+      neighbour& nb = *it->second;
+      nb.waiting_bytes += bytes;
+      if (nb.waiting_bytes > config_.max_waiting_per_neighbour_bytes && !nb.session.acks_held()) {
+        nb.session.hold_acks(true);
+        logger()->info("{}: {} sent {} bytes that wait here for a route: holding back its acks", config_.name,
+                       nb.name, nb.waiting_bytes);
+      }
+    }
+  }
   waiting_.push_back(std::move(p));
+}
+
+// After waiting packets were routed again: a neighbour whose packets no longer wait here beyond the bound gets
+// its acks again (after the routing, so that one still over it never sees an ack go out in between).
+void overlay::release_held_acks() {
+  for (auto& [id, nb] : neighbours_) {
+    if (!nb->session.acks_held() || nb->waiting_bytes > config_.max_waiting_per_neighbour_bytes) continue;
+    nb->session.hold_acks(false);
+    if (nb->conn) nb->conn->kick();
+  }
 }
 
 // The hop limit is the last guard against a loop: hold, never drop. Routes to a source are loop-free
@@ -571,10 +598,12 @@ void overlay::flush_waiting() {
   retry.swap(waiting_);
   waiting_bytes_ = 0;
   waiting_dests_.clear();
+  for (auto& [id, nb] : neighbours_) nb->waiting_bytes = 0;
   for (auto& p : retry) {
     if (p.hops_left == 0) p.hops_left = config_.hop_limit;
     route(std::move(p));
   }
+  release_held_acks();
 }
 
 interval_set::result overlay::assume(interval s) {
@@ -710,6 +739,7 @@ std::vector<packet> overlay::take_undelivered() {
   waiting_.clear();
   waiting_bytes_ = 0;
   waiting_dests_.clear();
+  for (auto& [id, nb] : neighbours_) nb->waiting_bytes = 0;
   for (auto& [id, nb] : neighbours_)
     for (auto& p : nb->session.take_all()) out.push_back(std::move(p));
   return out;
@@ -727,6 +757,7 @@ overlay_view overlay::view() const {
     l.peer_name = nb->name;
     l.unacked = nb->session.unacked_count();
     l.bytes_queued = nb->session.bytes_held();
+    l.acks_held = nb->session.acks_held();
     if (nb->conn) {
       l.address = nb->conn->remote();
       l.outbound = nb->conn->is_outbound();

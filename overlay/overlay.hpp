@@ -49,6 +49,9 @@ struct overlay_config {
   protection_mode link_protection = protection_mode::integrity;
   std::chrono::milliseconds retry_interval{1000};
   std::uint64_t max_waiting_bytes = 256ull << 20;
+  // Packets from one neighbour that wait here for a route, at most (then its acks are held back: its window
+  // fills and it holds the rest itself; nothing is dropped). See docs/security.md, "Resources".
+  std::uint64_t max_waiting_per_neighbour_bytes = 16ull << 20;
   std::uint64_t max_message_bytes = 64ull << 20;
   std::uint64_t link_window_bytes = 8ull << 20;
   std::chrono::milliseconds full_dump_interval{10000};
@@ -69,6 +72,7 @@ struct link_view {
   bool outbound = false;
   std::uint64_t unacked = 0;
   std::uint64_t bytes_queued = 0;
+  bool acks_held = false;  // too much of what it sent waits here for a route: it gets no acks until released
 };
 struct overlay_view {
   node_id self = 0;
@@ -149,6 +153,8 @@ class overlay final : public connection_owner {
   // Fault injection: send u to every neighbour as if this node's table had produced it, as a hostile node
   // holding the cluster key could (tests/security).
   void send_forged_update(const route_update& u) { send_update(u); }
+  // Fault injection: hand p to the link to neighbour next_hop whatever the routes say, as a hostile node could.
+  void send_forged(node_id next_hop, packet p) { forward(next_hop, std::move(p)); }
   std::size_t drop_links();  // fault injection: close every link's connection as a network failure would
   bool drop_link(node_id peer);  // the same for the link to one neighbour
 
@@ -186,6 +192,7 @@ class overlay final : public connection_owner {
     // The secret of the connection that is (or last was) the link: a new connection displaces a working one
     // only if the peer proves it holds it (handshake.hpp, "session continuity").
     std::optional<secret_bytes> secret;
+    std::uint64_t waiting_bytes = 0;  // what it sent that waits here for a route (in waiting_)
     std::string name;
     bool said_goodbye = false;
     bool leaving = false;       // it told us it is finalizing: not a next hop any more
@@ -209,6 +216,7 @@ class overlay final : public connection_owner {
   void hold(packet p);
   void hold_out_of_hops(packet p);
   void flush_waiting();
+  void release_held_acks();
   void account(std::int64_t delta);
 
   bool refuses_address(const address& a, std::string* error) const;  // loopback_only and not loopback

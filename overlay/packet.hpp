@@ -21,6 +21,7 @@ struct packet {
   std::int32_t tag = 0;
   std::uint8_t hops_left = 0;
   phoenix::Bytes body;
+  node_id arrived_from = 0;  // the neighbour it came from, 0 if it started here (bookkeeping, not on the wire)
 
   // Bytes this packet holds in memory, for the bounds on waiting messages and link windows.
   static std::size_t footprint_of(std::size_t body_bytes) { return body_bytes + sizeof(packet); }

@@ -175,6 +175,9 @@ class Node::Impl {
   std::uint64_t control_malformed_ = 0;
   std::uint64_t control_refused_ = 0;
   warning_budget control_warnings_{10'000, 5};
+  // Messages with a negative tag nothing can receive (deliver), dropped and counted; warnings budgeted.
+  std::uint64_t unreceivable_dropped_ = 0;
+  warning_budget drop_warnings_{10'000, 1};
   // From initialize's log (a suspend's), taken up when the application sets its state handlers.
   std::vector<suspended_interval> restore_;
   // The state handlers, for suspend and the taking up of restore_ (the application's thread).
@@ -193,6 +196,7 @@ class Node::Impl {
   void on_control(overlay::packet&& p);                          // holding the token
   std::error_code load_control_keys();
   void warn_control(const std::string& what);                    // holding the token: budgeted
+  void drop_unreceivable(const overlay::packet& p);              // holding the token: counted, budgeted
   bool refused_control(const control_packet& c, const overlay::packet& p, control_packet& reply);
   control_packet answer(const std::string& request, vp_t from);  // holding the token
   std::string status_text();                                     // holding the token
@@ -328,6 +332,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
 void Node::Impl::deliver(overlay::packet&& p) {
   if (p.tag == migration::protocol_tag) return migration_->on_packet(p);
   if (p.tag == control_tag) return on_control(std::move(p));
+  if (p.tag < 0 && (p.tag < last_service_tag || p.tag > first_service_tag)) return drop_unreceivable(p);
   std::lock_guard lock(inbox_mu_);
   inbox_.emplace_back(p.dest, p.source, p.tag, std::move(p.body));
 }
@@ -754,6 +759,15 @@ std::error_code Node::Impl::load_control_keys() {
   return {};
 }
 
+// A tag no application and no service can receive: held, it would stay in the inbox for ever.
+void Node::Impl::drop_unreceivable(const overlay::packet& p) {
+  ++unreceivable_dropped_;
+  std::uint64_t suppressed = 0;
+  if (!drop_warnings_.allow(steady_ms(), &suppressed)) return;
+  logger()->warn("{}: dropped a message with tag {} from {}, which nothing can receive ({} so far)", config_.name,
+                 p.tag, p.source, unreceivable_dropped_);
+}
+
 void Node::Impl::warn_control(const std::string& what) {
   std::uint64_t suppressed = 0;
   if (!control_warnings_.allow(steady_ms(), &suppressed)) return;
@@ -873,7 +887,7 @@ std::string Node::Impl::status_text() {
   out << "name=" << config_.name << "\nhost=" << host_name() << "\npid=" << ::getpid()
       << "\nendpoint=" << local_port_ << "\nresource=" << resource_name_
       << "\nassumed=" << (s.assumed.empty() ? "" : describe(s.assumed)) << "\nqueued=" << queued
-      << "\nwaiting=" << s.waiting_messages << "\nsent=" << sent_total_ << "\nreceived=" << received
+      << "\nwaiting=" << s.waiting_messages << "\ndropped=" << unreceivable_dropped_ << "\nsent=" << sent_total_ << "\nreceived=" << received
       << "\nrate=" << rate << "\nstate=" << state << "\nlinks=" << links_up << "\npeers=" << peers << "\n";
   return out.str();
 }

@@ -1,4 +1,4 @@
-// Attacks on links between real overlays over TCP on 127.0.0.1 (docs/security.md, "On the path"): a relay
+// Attacks on links between real overlays over TCP on 127.0.0.1 (docs/security.md, "Links"): a relay
 // without the key, frames forged, replayed, reordered or taken from another connection, a key holder claiming
 // a neighbour's resource name, and a node without a key on a non-loopback address.
 #include <doctest/doctest.h>

@@ -1,6 +1,6 @@
 // Attacks on routing by a node holding the cluster key: three overlays in one io_context, linked in-process
 // (same framing and handshake as TCP). The victim V and an honest node H are linked; the attacker A is linked to
-// both and forges route updates for V's name (docs/security.md, "Routing").
+// both and forges route updates for V's name (docs/security.md, "Routing input").
 #include <doctest/doctest.h>
 
 #include <chrono>

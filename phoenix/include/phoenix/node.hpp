@@ -183,7 +183,7 @@ class PH_API Node {
 
   // Remote control (the shell phsh; docs/shell.md). Every running node answers text requests sent to its
   // resource name, on its I/O thread, whatever its application is doing:
-  //   "status"         key=value lines: name host pid endpoint resource assumed queued waiting sent received
+  //   "status"         key=value lines: name host pid endpoint resource assumed queued waiting dropped sent received
   //                    rate state links
   //   "routes"         describe(routing_snapshot())
   //   "log [N]"        the last N (default 50) log lines of its process, oldest first
