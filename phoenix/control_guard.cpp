@@ -19,9 +19,12 @@ control_verdict refuse(control_verdict::refusal why, std::string text) { return 
 }  // namespace
 
 bool is_guarded(std::string_view request) {
-  const auto start = request.find_first_not_of(" \t\n");
+  // The white space `std::istream >> verb` skips in the node's answer (isspace in the C locale): a verb behind
+  // any of it must be found here too, or "\rkill" would pass as unguarded and then be carried out.
+  constexpr std::string_view space = " \t\n\v\f\r";
+  const auto start = request.find_first_not_of(space);
   if (start == std::string_view::npos) return false;
-  const auto verb = request.substr(start, request.find_first_of(" \t\n", start) - start);
+  const auto verb = request.substr(start, request.find_first_of(space, start) - start);
   static constexpr std::array<std::string_view, 4> guarded = {"kill", "leave", "suspend", "log"};
   return std::find(guarded.begin(), guarded.end(), verb) != guarded.end();
 }

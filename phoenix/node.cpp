@@ -818,6 +818,13 @@ control_packet Node::Impl::answer(const std::string& request, vp_t from) {
   std::string verb;
   in >> verb;
   control_packet r;
+  // on_control checked the seal of every request is_guarded() names; a guarded verb it did not see as one
+  // (parsed another way) must not run unchecked.
+  if (is_guarded(verb) && !is_guarded(request)) {
+    r.ok = false;
+    r.text = "malformed request";
+    return r;
+  }
   if (verb == "status") {
     r.text = status_text();
   } else if (verb == "routes") {

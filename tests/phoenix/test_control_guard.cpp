@@ -93,6 +93,8 @@ TEST_CASE("control seal: it verifies with the controller's public key only, and 
 
 TEST_CASE("control guard: kill, leave, suspend and log are guarded, status and routes are open") {
   for (const char* g : {"kill", "leave", "suspend /tmp/x", "log", "log 20", "  kill now"}) CHECK(is_guarded(g));
+  // Behind any white space the node's answer skips, and followed by any of it.
+  for (const char* g : {"\rkill", "\vkill", "\fkill", "\t\nleave", "kill\r", "log\v20"}) CHECK_MESSAGE(is_guarded(g), g);
   for (const char* o : {"status", "routes", "", "killall", "reboot"}) CHECK_FALSE(is_guarded(o));
 }
 

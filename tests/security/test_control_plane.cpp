@@ -310,6 +310,12 @@ TEST_CASE("control plane: kill from a cluster key holder without the controller 
     REQUIRE(r);
     CHECK_MESSAGE(!r->ok, verb);
   }
+  // A verb behind white space the node's parser skips is guarded all the same.
+  for (const char* verb : {"\rkill", "\vkill", "\f leave"}) {
+    const auto r = unsigned_sender.control(target.name(), verb, 5s);
+    REQUIRE(r);
+    CHECK_MESSAGE(!r->ok, verb);
+  }
   check_still_running(unsigned_sender, target);
   CHECK_FALSE(target.wait_line("LEAVE", 100ms));
   CHECK(contains(node_process::log_text(c.dir / "t.log"), "refused a control request"));
