@@ -95,10 +95,14 @@ void connection::fail_read(std::error_code ec) { fail(ec == asio::error::eof ? "
 
 bool connection::take_read(std::size_t n) {
   decoder_.commit(n);
+  check_large_arrived();
   frame_view f;
   for (;;) {
     const auto st = decoder_.next(f);
-    if (st == frame_decoder::status::need_more) return true;
+    if (st == frame_decoder::status::need_more) {
+      check_large_arrived();  // a large frame may have begun with what was buffered
+      return true;
+    }
     if (st == frame_decoder::status::error) {
       fail(std::string("protocol error: ") + to_string(decoder_.error()));
       return false;
@@ -143,7 +147,28 @@ void connection::end_direct() {
   });
 }
 
+// A large body is read in place over many reads; its tag check runs as it arrives, between reads, rather than
+// over the whole body at the end (for a 1 MiB message that is about 80 us off the receiver's critical path).
+void connection::check_large_arrived() {
+  if (!protection_.is_on() || state_ != state::up) return;
+  const auto large = decoder_.large_in_progress();
+  if (!large || is_handshake_frame(large->header.type)) return;
+  if (!protection_.is_opening()) {
+    std::array<std::byte, frame_header_bytes> header{};
+    encode_frame_header(header.data(), large->header.type, large->header.length);
+    const std::array<std::span<const std::byte>, 2> pieces{std::span<const std::byte>(header), large->head};
+    protection_.open_begin(pieces);
+    large_checked_ = 0;
+  }
+  protection_.open_more(large->arrived.subspan(large_checked_));
+  large_checked_ = large->arrived.size();
+}
+
 bool connection::verify(const frame_view& f) {
+  if (protection_.is_opening()) {  // a large frame, checked as it arrived: add anything not fed yet, finish
+    if (f.body && large_checked_ < f.body->size()) protection_.open_more(std::span(*f.body).subspan(large_checked_));
+    return protection_.open_finish(f.trailer);
+  }
   std::array<std::byte, frame_header_bytes> header{};
   encode_frame_header(header.data(), f.header.type, f.header.length);  // the bytes the tag covered, exactly
   std::array<std::span<const std::byte>, 3> pieces{std::span<const std::byte>(header), f.payload, {}};

@@ -150,6 +150,7 @@ class connection : public std::enable_shared_from_this<connection> {
   bool take_read(std::size_t n);  // n bytes arrived in read_buffer(): decode and dispatch them
   bool dispatch(frame_view& f);
   bool verify(const frame_view& f);  // the frame's tag, when frames are protected
+  void check_large_arrived();        // feed what arrived of a large frame to its tag check
   void seal_control(std::vector<std::byte>& frame);  // append the tag to a control frame about to be written
   bool on_handshake_frame(frame_view& f);
   bool on_data_frame(frame_view& f);
@@ -170,6 +171,7 @@ class connection : public std::enable_shared_from_this<connection> {
   bool goodbye_sent_ = false;
   handshake hs_;
   frame_protection protection_;  // off until the peer's AUTH verified
+  std::size_t large_checked_ = 0;  // bytes of the large frame in progress already fed to its tag check
   node_id peer_ = 0;
   std::string peer_name_;
   frame_decoder decoder_;

@@ -172,6 +172,13 @@ frame_decoder::status frame_decoder::start_large(const frame_header& h) {
   return status::need_more;
 }
 
+std::optional<frame_decoder::large_frame> frame_decoder::large_in_progress() const {
+  if (!in_large_) return std::nullopt;
+  const std::size_t body_len = large_.size() - large_trailer_len_;
+  return large_frame{large_header_, std::span(large_head_).first(large_head_len_),
+                     std::span<const std::byte>(large_.data(), std::min(large_filled_, body_len))};
+}
+
 frame_decoder::status frame_decoder::next(frame_view& out) {
   if (error_ != frame_error::none) return status::error;
   if (in_large_) {

@@ -128,6 +128,16 @@ class frame_decoder {
   status next(frame_view& out);  // on error, error() says why; the stream cannot be resumed
   frame_error error() const { return error_; }
 
+  // While a large frame is being read in place (between the next() that began it and the one that hands it
+  // out): its header, its head (a data frame's 40 bytes, else empty) and the part of its payload that arrived
+  // so far, trailer excluded. Lets the caller check a large frame's tag as it arrives. nullopt otherwise.
+  struct large_frame {
+    frame_header header;
+    std::span<const std::byte> head;
+    std::span<const std::byte> arrived;
+  };
+  std::optional<large_frame> large_in_progress() const;
+
  private:
   void compact();
   status start_large(const frame_header& h);

@@ -46,6 +46,12 @@ class frame_protection {
   frame_tag seal(frame_pieces pieces);
   // Whether `tag` is right for the next frame received. A false answer means the connection cannot go on.
   bool open(frame_pieces pieces, std::span<const std::byte> tag);
+  // The same for a frame that arrives in parts (a large body read in place): begin with its first pieces,
+  // add the rest as it arrives, in order, then finish with its tag. The check then overlaps the transfer.
+  void open_begin(frame_pieces pieces);
+  void open_more(std::span<const std::byte> piece);
+  bool open_finish(std::span<const std::byte> tag);
+  bool is_opening() const { return opening_; }
 
   std::uint64_t frames_sealed() const { return send_.count; }
   std::uint64_t frames_opened() const { return receive_.count; }
@@ -56,10 +62,14 @@ class frame_protection {
     std::uint64_t count = 0;
   };
   static frame_tag tag_of(direction& d, frame_pieces pieces);
+  static void begin(direction& d);
+  static void add(direction& d, std::span<const std::byte> piece);
+  static frame_tag finish(direction& d);
   static void release(direction& d);
 
   direction send_;
   direction receive_;
+  bool opening_ = false;  // between open_begin and open_finish
 };
 
 }  // namespace phoenix::overlay

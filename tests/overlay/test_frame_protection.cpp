@@ -134,3 +134,29 @@ TEST_CASE("frame protection: with protection off nothing is tagged and an empty 
   const frame_tag t{};
   CHECK_FALSE(a.open(none, t));  // a tag where none is expected is a protocol error too
 }
+
+TEST_CASE("frame protection: a frame checked in parts as it arrives opens like a whole one, and fails alike") {
+  auto [dk, ak] = handshake_keys();
+  frame_protection d(dk);
+  std::string big(100000, 'x');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  const auto f1 = seal_data(d, 1, big);
+  const auto f2 = seal_data(d, 2, big);
+  auto in_parts = [](frame_protection& p, const sealed_frame& f, std::size_t part) {
+    const std::array<std::span<const std::byte>, 1> head{std::span<const std::byte>(f.head)};
+    p.open_begin(head);
+    CHECK(p.is_opening());
+    for (std::size_t at = 0; at < f.body.size(); at += part)
+      p.open_more(std::span(f.body).subspan(at, std::min(part, f.body.size() - at)));
+    const bool ok = p.open_finish(f.tag);
+    CHECK_FALSE(p.is_opening());
+    return ok;
+  };
+  frame_protection a(ak);
+  CHECK(in_parts(a, f1, 65536));
+  CHECK(open_data(a, f2));  // and the count goes on: a whole frame after one checked in parts
+  frame_protection b(ak);
+  sealed_frame altered = f1;
+  altered.body[77777] ^= std::byte{0x80};
+  CHECK_FALSE(in_parts(b, altered, 4096));
+}

@@ -67,20 +67,20 @@ std::uint16_t port_of(const std::string& endpoint) {
   return static_cast<std::uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
 }
 
-packet numbered(std::uint32_t i) {
+packet numbered(std::uint32_t i, std::size_t body_bytes = 64) {
   packet p;
   p.dest = vnode;
   p.source = 1;
   p.tag = 7;
   p.hops_left = 64;
-  p.body.resize(64);
+  p.body.resize(body_bytes);
   for (std::size_t k = 0; k < p.body.size(); ++k) p.body[k] = static_cast<std::byte>((i * 31 + k) & 0xFF);
   std::memcpy(p.body.data(), &i, sizeof i);
   return p;
 }
 
 // Every numbered packet arrived once, in order, with the body it was sent with.
-void check_delivered_intact(const std::deque<packet>& inbox, std::uint32_t count) {
+void check_delivered_intact(const std::deque<packet>& inbox, std::uint32_t count, std::size_t body_bytes = 64) {
   std::string order;
   for (const auto& p : inbox) {
     std::uint32_t i = 0;
@@ -91,7 +91,7 @@ void check_delivered_intact(const std::deque<packet>& inbox, std::uint32_t count
   REQUIRE(inbox.size() == count);
   for (std::uint32_t i = 0; i < count; ++i) {
     CAPTURE(i);
-    const packet expected = numbered(i);
+    const packet expected = numbered(i, body_bytes);
     REQUIRE(inbox[i].body.size() == expected.body.size());
     CHECK(std::memcmp(inbox[i].body.data(), expected.body.data(), expected.body.size()) == 0);
   }
@@ -99,10 +99,10 @@ void check_delivered_intact(const std::deque<packet>& inbox, std::uint32_t count
 
 // x sends `count` packets to y's virtual node, a few per turn of the event loop, so that the link carries many
 // frames while the attack runs.
-void stream(tcp_net& net, node& x, node& y, std::uint32_t count) {
+void stream(tcp_net& net, node& x, node& y, std::uint32_t count, std::size_t body_bytes = 64) {
   std::uint32_t sent = 0;
   REQUIRE(net.run_until([&] {
-    for (int k = 0; k < 4 && sent < count; ++k) x.ov->inject(numbered(sent++));
+    for (int k = 0; k < 4 && sent < count; ++k) x.ov->inject(numbered(sent++, body_bytes));
     return sent == count && y.received.size() >= count;
   }, 30s));
   net.io.run_for(50ms);  // anything extra (a duplicate) would arrive now
@@ -122,17 +122,23 @@ TEST_CASE("security: a frame altered, replayed, reordered or taken from another 
   SUBCASE("a data frame replayed") { attack = tamper_proxy::attack::replay; }
   SUBCASE("two data frames swapped") { attack = tamper_proxy::attack::reorder; }
   SUBCASE("a frame from an earlier connection of the same two nodes") { attack = tamper_proxy::attack::foreign; }
+  std::size_t body_bytes = 64;
+  SUBCASE("a bit of a large body, read in place and checked as it arrives, flipped on the path") {
+    attack = tamper_proxy::attack::flip_body_byte;
+    body_bytes = 300 * 1024;
+  }
   tcp_net net;
   node& x = net.add("x", L + 1);
   node& y = net.add("y", L + 2);
   tamper_proxy proxy(port_of(y.endpoint), attack);
   REQUIRE_FALSE(x.ov->add_port("tcp://127.0.0.1:" + std::to_string(proxy.port())));
   link_up(net, x, y);
-  stream(net, x, y, 300);
+  const std::uint32_t count = body_bytes > 64 ? 40 : 300;
+  stream(net, x, y, count, body_bytes);
   CHECK(proxy.attacked());
   CHECK(proxy.connections() >= 2);         // the tampered connection was closed, and x came back
   CHECK(y.ov->view().frames_rejected == 1);  // by the frame's tag, not by chance
-  check_delivered_intact(y.received, 300);
+  check_delivered_intact(y.received, count, body_bytes);
 }
 
 TEST_CASE("security: a relay without the key that splices connections to two nodes is refused, and their "
