@@ -23,7 +23,8 @@ connection::connection(connection_owner& owner, const connection_params& params,
       outbound_(outbound),
       remote_(std::move(remote)),
       hs_(params.cluster_key, params.space_size, params.self, params.name,
-          outbound ? link_role::dialler : link_role::acceptor, params.protection),
+          outbound ? link_role::dialler : link_role::acceptor, params.protection, protocol_version,
+          params.window_bytes),
       decoder_(max_handshake_payload, handshake_buffer_bytes) {}
 
 void connection::start() {
@@ -44,6 +45,11 @@ void connection::stop() {
   if (ack_timer_) ack_timer_->cancel();
   if (handshake_timer_) handshake_timer_->cancel();
   stream_close();
+}
+
+std::uint64_t connection::send_window() const {
+  if (params_.ignore_peer_window || !hs_.has_peer_hello()) return params_.window_bytes;
+  return std::min(params_.window_bytes, hs_.peer().window_bytes);
 }
 
 std::uint64_t connection::bytes_queued() const {
@@ -278,6 +284,13 @@ bool connection::on_data_frame(frame_view& f) {
       break;
   }
   phoenix::Bytes body = f.body ? std::move(*f.body) : phoenix::copy_bytes(f.payload.subspan(data_head_bytes));
+  // The peer may have in flight what the window this node announced allows (or one packet of any size).
+  session_->count_beyond_ack(packet::footprint_of(body.size()));
+  if (session_->exceeds_window(params_.window_bytes)) {
+    fail("protocol error: the peer sent " + std::to_string(session_->bytes_beyond_ack()) +
+         " bytes beyond the last acknowledgement, over the window of " + std::to_string(params_.window_bytes));
+    return false;
+  }
   note_received(frame_header_bytes + f.header.length);
   if (!handle_ack(head.ack)) return false;
   owner_.on_data(*this, head, std::move(body));

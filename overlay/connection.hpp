@@ -68,6 +68,8 @@ struct connection_params {
   std::uint64_t ack_every_bytes = 1 << 20;  // send an ack frame after this many unacknowledged bytes
   std::chrono::microseconds ack_delay{500};  // otherwise at most this late
   std::chrono::milliseconds handshake_timeout{5000};  // one round trip; short, since it holds a cap slot
+  std::uint64_t window_bytes = 8ull << 20;  // announced: what this node accepts unacknowledged
+  bool ignore_peer_window = false;          // fault injection (tests): send beyond the window the peer announced
   protection_mode protection = protection_mode::integrity;  // the link takes the stronger of both ends'
 };
 
@@ -106,6 +108,8 @@ class connection : public std::enable_shared_from_this<connection> {
   protection_mode protection() const { return hs_.keys().mode; }
   const secret_bytes& session_secret() const { return hs_.keys().session_secret; }
   bool proves_continuity(const secret_bytes& secret) const { return hs_.proves_continuity(secret); }
+  // The window to send within on this connection: the least of this node's and the peer's.
+  std::uint64_t send_window() const;
   std::uint64_t bytes_queued() const;
   bool was_refused() const { return refused_; }  // the handshake failed: a key, L or version mismatch
   bool was_forged() const { return forged_; }    // closed for a frame whose tag did not verify

@@ -21,9 +21,9 @@ namespace phoenix::overlay {
 namespace {
 
 // Domain separation: a MAC made for this purpose cannot be mistaken for one made with the same key elsewhere.
-constexpr std::string_view auth_label = "phoenix-link-auth-v2";
+constexpr std::string_view auth_label = "phoenix-link-auth-v3";
 constexpr std::string_view continuity_label = "phoenix-link-continuity-v1";
-constexpr std::string_view keys_label = "phoenix-link-keys-v1";
+constexpr std::string_view keys_label = "phoenix-link-keys-v2";
 
 std::span<const std::byte> as_byte_span(const nonce_bytes& n) { return std::as_bytes(std::span(n)); }
 
@@ -66,9 +66,14 @@ std::optional<std::string> decode_hello_body(reader& r, hello& h) {
   std::uint8_t role = 0;
   std::uint8_t protection = 0;
   if (!(r.get_u64(h.space_size) && r.get_u64(h.resource_name) &&
-        r.get_bytes(std::as_writable_bytes(std::span(h.nonce))) && r.get_u8(role) && r.get_u8(protection) &&
-        r.get_u8(name_len))) {
+        r.get_bytes(std::as_writable_bytes(std::span(h.nonce))) &&
+        r.get_bytes(std::as_writable_bytes(std::span(h.ephemeral))) && r.get_u64(h.window_bytes) &&
+        r.get_u8(role) && r.get_u8(protection) && r.get_u8(name_len))) {
     return "HELLO truncated";
+  }
+  if (h.window_bytes < min_window_bytes) {
+    return "HELLO announces a window of " + std::to_string(h.window_bytes) + " bytes, under the least, " +
+           std::to_string(min_window_bytes);
   }
   if (role > 1) return "HELLO role " + std::to_string(role) + " is neither dialler (1) nor acceptor (0)";
   if (protection > max_protection_mode) {
@@ -118,6 +123,36 @@ void hkdf_sha256(std::span<const std::byte> ikm, std::span<const std::byte> salt
   if (!ok) throw std::runtime_error("HKDF-SHA256 failed");
 }
 
+// A fresh X25519 key pair (RFC 7748) through libcrypto; its public half goes into the HELLO.
+EVP_PKEY* make_ephemeral(ephemeral_bytes& public_key) {
+  EVP_PKEY* key = nullptr;
+  EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_X25519, nullptr);
+  std::size_t len = public_key.size();
+  const bool ok = ctx && EVP_PKEY_keygen_init(ctx) > 0 && EVP_PKEY_keygen(ctx, &key) > 0 &&
+                  EVP_PKEY_get_raw_public_key(key, public_key.data(), &len) > 0 && len == public_key.size();
+  EVP_PKEY_CTX_free(ctx);
+  if (!ok) {
+    EVP_PKEY_free(key);
+    throw std::runtime_error("X25519 key generation failed");
+  }
+  return key;
+}
+
+// The X25519 shared secret of our private key and the peer's public key; nullopt for a public key that
+// yields none (libcrypto refuses an all-zero result, which a small-order point gives).
+std::optional<secret_bytes> x25519_shared(EVP_PKEY* own, const ephemeral_bytes& peer_public) {
+  EVP_PKEY* peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, peer_public.data(), peer_public.size());
+  EVP_PKEY_CTX* ctx = peer ? EVP_PKEY_CTX_new(own, nullptr) : nullptr;
+  secret_bytes shared{};
+  std::size_t len = shared.size();
+  const bool ok = ctx && EVP_PKEY_derive_init(ctx) > 0 && EVP_PKEY_derive_set_peer(ctx, peer) > 0 &&
+                  EVP_PKEY_derive(ctx, shared.data(), &len) > 0 && len == shared.size();
+  EVP_PKEY_CTX_free(ctx);
+  EVP_PKEY_free(peer);
+  if (!ok) return std::nullopt;
+  return shared;
+}
+
 }  // namespace
 
 const char* to_string(protection_mode m) {
@@ -165,6 +200,10 @@ mac_bytes auth_mac(std::span<const std::byte> cluster_key, const auth_fields& f)
       .put_u64(f.receiver_resource_name)
       .put_bytes(as_byte_span(f.sender_nonce))
       .put_bytes(as_byte_span(f.receiver_nonce))
+      .put_bytes(std::as_bytes(std::span(f.sender_ephemeral)))
+      .put_bytes(std::as_bytes(std::span(f.receiver_ephemeral)))
+      .put_u64(f.sender_window)
+      .put_u64(f.receiver_window)
       .put_u8(static_cast<std::uint8_t>(f.sender_role))
       .put_u8(static_cast<std::uint8_t>(f.sender_protection))
       .put_u8(static_cast<std::uint8_t>(f.receiver_protection))
@@ -188,8 +227,8 @@ void link_keys::wipe() {
   OPENSSL_cleanse(session_secret.data(), session_secret.size());
 }
 
-link_keys derive_link_keys(std::span<const std::byte> cluster_key, const hello& self, const hello& peer,
-                           protection_mode mode) {
+link_keys derive_link_keys(std::span<const std::byte> cluster_key, std::span<const std::uint8_t> shared_secret,
+                           const hello& self, const hello& peer, protection_mode mode) {
   const bool dialler = self.role == link_role::dialler;
   const hello& d = dialler ? self : peer;
   const hello& a = dialler ? peer : self;
@@ -201,9 +240,15 @@ link_keys derive_link_keys(std::span<const std::byte> cluster_key, const hello& 
       .put_u64(self.space_size)
       .put_u64(d.resource_name)
       .put_u64(a.resource_name)
-      .put_u8(static_cast<std::uint8_t>(mode));
+      .put_u8(static_cast<std::uint8_t>(mode))
+      .put_bytes(std::as_bytes(std::span(d.ephemeral)))
+      .put_bytes(std::as_bytes(std::span(a.ephemeral)));
+  std::vector<std::byte> ikm(cluster_key.begin(), cluster_key.end());
+  const auto shared = std::as_bytes(shared_secret);
+  ikm.insert(ikm.end(), shared.begin(), shared.end());
   std::array<std::byte, 3 * secret_size_bytes> out{};
-  hkdf_sha256(cluster_key, salt.bytes(), info.bytes(), out);
+  hkdf_sha256(ikm, salt.bytes(), info.bytes(), out);
+  OPENSSL_cleanse(ikm.data(), ikm.size());
   link_keys k;
   k.mode = mode;
   auto block = [&](std::size_t i, secret_bytes& into) {
@@ -218,14 +263,16 @@ link_keys derive_link_keys(std::span<const std::byte> cluster_key, const hello& 
 
 handshake::handshake(std::span<const std::byte> cluster_key, std::uint64_t space_size,
                      std::uint64_t resource_name, std::string name, link_role role, protection_mode protection,
-                     std::uint16_t version)
+                     std::uint16_t version, std::uint64_t window_bytes)
     : handshake(cluster_key, space_size, resource_name, std::move(name), role, protection, random_nonce(),
-                version) {}
+                version, window_bytes) {}
 
 handshake::handshake(std::span<const std::byte> cluster_key, std::uint64_t space_size,
                      std::uint64_t resource_name, std::string name, link_role role, protection_mode protection,
-                     const nonce_bytes& nonce, std::uint16_t version)
+                     const nonce_bytes& nonce, std::uint16_t version, std::uint64_t window_bytes)
     : key_(cluster_key.begin(), cluster_key.end()) {
+  ephemeral_key_ = make_ephemeral(own_.ephemeral);
+  own_.window_bytes = std::max(window_bytes, min_window_bytes);
   own_.version = version;
   own_.space_size = space_size;
   own_.resource_name = resource_name;
@@ -239,6 +286,7 @@ handshake::~handshake() { wipe_key(); }
 
 handshake::handshake(handshake&& other) noexcept
     : key_(std::move(other.key_)),  // steals the buffer: nothing left behind to wipe
+      ephemeral_key_(std::exchange(other.ephemeral_key_, nullptr)),
       own_(std::move(other.own_)),
       peer_(std::move(other.peer_)),
       has_peer_hello_(other.has_peer_hello_),
@@ -254,6 +302,7 @@ handshake& handshake::operator=(handshake&& other) noexcept {
   if (this != &other) {
     wipe_key();  // the move below would free our buffer without wiping it
     key_ = std::move(other.key_);
+    ephemeral_key_ = std::exchange(other.ephemeral_key_, nullptr);
     own_ = std::move(other.own_);
     peer_ = std::move(other.peer_);
     has_peer_hello_ = other.has_peer_hello_;
@@ -271,6 +320,8 @@ void handshake::wipe_key() {
   if (!key_.empty()) OPENSSL_cleanse(key_.data(), key_.size());
   key_.clear();
   keys_.wipe();
+  EVP_PKEY_free(ephemeral_key_);  // libcrypto wipes the private key
+  ephemeral_key_ = nullptr;
 }
 
 std::vector<std::byte> handshake::hello_payload() const {
@@ -279,6 +330,8 @@ std::vector<std::byte> handshake::hello_payload() const {
       .put_u64(own_.space_size)
       .put_u64(own_.resource_name)
       .put_bytes(as_byte_span(own_.nonce))
+      .put_bytes(std::as_bytes(std::span(own_.ephemeral)))
+      .put_u64(own_.window_bytes)
       .put_u8(static_cast<std::uint8_t>(own_.role))
       .put_u8(static_cast<std::uint8_t>(own_.protection))
       .put_u8(static_cast<std::uint8_t>(own_.name.size()))  // <= max_name_bytes, see the constructor
@@ -347,8 +400,22 @@ const hello& handshake::peer() const {
 auth_fields handshake::fields(bool sent, std::uint64_t resume_ack) const {
   const hello& from = sent ? own_ : peer_;
   const hello& to = sent ? peer_ : own_;
-  return auth_fields{own_.version, own_.space_size, from.resource_name, to.resource_name, from.nonce, to.nonce,
-                     from.role,    from.protection, to.protection,      resume_ack};
+  auth_fields f;
+  f.version = own_.version;
+  f.space_size = own_.space_size;
+  f.sender_resource_name = from.resource_name;
+  f.receiver_resource_name = to.resource_name;
+  f.sender_nonce = from.nonce;
+  f.receiver_nonce = to.nonce;
+  f.sender_ephemeral = from.ephemeral;
+  f.receiver_ephemeral = to.ephemeral;
+  f.sender_window = from.window_bytes;
+  f.receiver_window = to.window_bytes;
+  f.sender_role = from.role;
+  f.sender_protection = from.protection;
+  f.receiver_protection = to.protection;
+  f.resume_ack = resume_ack;
+  return f;
 }
 
 std::vector<std::byte> handshake::auth_payload(std::uint64_t resume_ack,
@@ -383,10 +450,18 @@ std::optional<refusal> handshake::on_auth(std::span<const std::byte> payload) {
   if (CRYPTO_memcmp(expected.data(), received.data(), expected.size()) != 0) {
     return fail(refuse_reason::key, "cluster key mismatch");
   }
+  if (auto refused = derive_keys()) return refused;
   peer_resume_ack_ = resume_ack;
   peer_proof_ = proof;
-  keys_ = derive_link_keys(key_, own_, peer_, std::max(own_.protection, peer_.protection));
   state_ = state::complete;
+  return std::nullopt;
+}
+
+std::optional<refusal> handshake::derive_keys() {
+  auto shared = x25519_shared(ephemeral_key_, peer_.ephemeral);
+  if (!shared) return fail(refuse_reason::malformed, "HELLO's ephemeral key yields no shared secret");
+  keys_ = derive_link_keys(key_, *shared, own_, peer_, std::max(own_.protection, peer_.protection));
+  OPENSSL_cleanse(shared->data(), shared->size());
   return std::nullopt;
 }
 

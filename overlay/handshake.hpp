@@ -18,13 +18,16 @@
 //    peer with the same role is refused. Two connections accepted by X and by Y and spliced together by a
 //    relay without the key therefore fail: a relay can forward a real dialler's bytes, never make one up.
 //  * Keys: once AUTH verified, keys() holds two directional frame keys and a session secret, derived with
-//    HKDF-SHA256 from the cluster key and both HELLOs (derive_link_keys()). frame_protection.hpp uses the frame
+//    HKDF-SHA256 from the cluster key, an X25519 exchange of keys made for this connection alone (as in
+//    WireGuard's handshake) and both HELLOs (derive_link_keys()). frame_protection.hpp uses the frame
 //    keys on every frame after AUTH. The protection mode is the stronger of the two HELLOs' (covered by the MAC,
 //    so nobody on the path can lower it).
 //  * Session continuity: the AUTH carries a proof made with the session secret of the link session the sender
 //    already has with the receiver (all zeros if none). proves_continuity(secret) tells the link layer whether
 //    the peer holds the same secret, i.e. whether this connection continues that session rather than being
 //    another key holder claiming the peer's resource name.
+//  * Windows: each HELLO announces what its sender accepts unacknowledged on the link (covered by the MAC); the
+//    link layer sends at most the peer's window and closes a connection whose peer sends beyond its own.
 //  * The HELLO's `name` (logs only) is not authenticated.
 //  * Expected failures (anything a peer can send) are values: std::optional<refusal>. After the first refusal
 //    the machine is failed and repeats that refusal. Calling auth_payload()/peer() before a HELLO was accepted
@@ -43,23 +46,32 @@
 #include <string_view>
 #include <vector>
 
+struct evp_pkey_st;
+
 namespace phoenix::overlay {
 
-inline constexpr std::uint16_t protocol_version = 4;  // 2: leaving; 3: goodbye_ack; 4: roles, frame protection
+// 2: leaving; 3: goodbye_ack; 4: roles, ephemeral keys, windows, frame protection
+inline constexpr std::uint16_t protocol_version = 4;
 
 inline constexpr std::size_t nonce_size_bytes = 32;
 inline constexpr std::size_t mac_size_bytes = 32;  // HMAC-SHA256
 inline constexpr std::size_t max_name_bytes = 64;
 inline constexpr std::size_t max_refuse_text_bytes = 200;
 inline constexpr std::size_t secret_size_bytes = 32;
-// HELLO: u16 version, u64 L, u64 resource name, nonce, u8 role, u8 protection, u8 name_len, name.
-inline constexpr std::size_t hello_fixed_size_bytes = 2 + 8 + 8 + nonce_size_bytes + 1 + 1 + 1;
+inline constexpr std::size_t ephemeral_size_bytes = 32;  // an X25519 public key (RFC 7748)
+// The least link window a HELLO may announce (as config.cpp demands of link_window_bytes).
+inline constexpr std::uint64_t min_window_bytes = 64 * 1024;
+// HELLO: u16 version, u64 L, u64 resource name, nonce, ephemeral public key, u64 window, u8 role,
+// u8 protection, u8 name_len, name.
+inline constexpr std::size_t hello_fixed_size_bytes =
+    2 + 8 + 8 + nonce_size_bytes + ephemeral_size_bytes + 8 + 1 + 1 + 1;
 // AUTH: mac, u64 resume_ack, continuity proof.
 inline constexpr std::size_t auth_size_bytes = mac_size_bytes + 8 + mac_size_bytes;
 
 using nonce_bytes = std::array<std::uint8_t, nonce_size_bytes>;
 using mac_bytes = std::array<std::uint8_t, mac_size_bytes>;
 using secret_bytes = std::array<std::uint8_t, secret_size_bytes>;
+using ephemeral_bytes = std::array<std::uint8_t, ephemeral_size_bytes>;
 
 // Which end of the connection a node is: the one that dialled, or the one that accepted.
 enum class link_role : std::uint8_t { acceptor = 0, dialler = 1 };
@@ -79,6 +91,8 @@ struct hello {
   std::uint64_t space_size = 0;  // L, the size of the virtual node space
   std::uint64_t resource_name = 0;
   nonce_bytes nonce{};
+  ephemeral_bytes ephemeral{};  // the sender's X25519 public key for this connection only
+  std::uint64_t window_bytes = 0;  // what the sender accepts unacknowledged on this link
   link_role role = link_role::dialler;
   protection_mode protection = protection_mode::integrity;
   std::string name;  // <= max_name_bytes, control characters replaced by '?'
@@ -112,13 +126,18 @@ struct auth_fields {
   std::uint64_t receiver_resource_name = 0;
   nonce_bytes sender_nonce{};
   nonce_bytes receiver_nonce{};
+  ephemeral_bytes sender_ephemeral{};
+  ephemeral_bytes receiver_ephemeral{};
+  std::uint64_t sender_window = 0;
+  std::uint64_t receiver_window = 0;
   link_role sender_role = link_role::dialler;
   protection_mode sender_protection = protection_mode::integrity;
   protection_mode receiver_protection = protection_mode::integrity;
   std::uint64_t resume_ack = 0;
 };
-// HMAC-SHA256(key, "phoenix-link-auth-v2" || u16 version || u64 L || u64 sender_resource_name ||
-//             u64 receiver_resource_name || sender_nonce || receiver_nonce || u8 sender_role ||
+// HMAC-SHA256(key, "phoenix-link-auth-v3" || u16 version || u64 L || u64 sender_resource_name ||
+//             u64 receiver_resource_name || sender_nonce || receiver_nonce || sender_ephemeral ||
+//             receiver_ephemeral || u64 sender_window || u64 receiver_window || u8 sender_role ||
 //             u8 sender_protection || u8 receiver_protection || u64 resume_ack), integers little-endian, the
 // label without a terminating NUL. Every part has a fixed size, so the concatenation is unambiguous.
 mac_bytes auth_mac(std::span<const std::byte> cluster_key, const auth_fields& fields);
@@ -135,24 +154,28 @@ struct link_keys {
   secret_bytes session_secret{};  // proves continuity of the link session on later connections
   void wipe();
 };
-// HKDF-SHA256 (RFC 5869): IKM = the cluster key, salt = dialler nonce || acceptor nonce, info =
-// "phoenix-link-keys-v1" || u16 version || u64 L || u64 dialler resource name || u64 acceptor resource name ||
-// u8 mode; 96 bytes of output: the dialler-to-acceptor key, the acceptor-to-dialler key, the session secret.
-// `self` is this node's HELLO, `peer` the other's; send/receive are assigned from self's role.
-link_keys derive_link_keys(std::span<const std::byte> cluster_key, const hello& self, const hello& peer,
-                           protection_mode mode);
+// HKDF-SHA256 (RFC 5869): IKM = the cluster key || the X25519 shared secret of both ephemeral keys, salt =
+// dialler nonce || acceptor nonce, info = "phoenix-link-keys-v2" || u16 version || u64 L || u64 dialler
+// resource name || u64 acceptor resource name || u8 mode || dialler ephemeral || acceptor ephemeral; 96 bytes
+// of output: the dialler-to-acceptor key, the acceptor-to-dialler key, the session secret. The shared secret
+// never travels, so someone who holds the cluster key and saw both HELLOs still cannot compute the keys (and
+// with them forge frames or a continuity proof). `self` is this node's HELLO, `peer` the other's.
+link_keys derive_link_keys(std::span<const std::byte> cluster_key, std::span<const std::uint8_t> shared_secret,
+                           const hello& self, const hello& peer, protection_mode mode);
 
 class handshake {
  public:
   // cluster_key: copied. name: truncated to max_name_bytes, control characters replaced. The nonce is fresh
   // from RAND_bytes.
+  // window_bytes: what this node accepts unacknowledged on the link (at least min_window_bytes). A fresh
+  // X25519 key pair is made for this connection alone.
   handshake(std::span<const std::byte> cluster_key, std::uint64_t space_size, std::uint64_t resource_name,
             std::string name, link_role role, protection_mode protection,
-            std::uint16_t version = protocol_version);
-  // For tests: a given nonce instead of a random one (deterministic payloads).
+            std::uint16_t version = protocol_version, std::uint64_t window_bytes = 8ull << 20);
+  // For tests: a given nonce instead of a random one.
   handshake(std::span<const std::byte> cluster_key, std::uint64_t space_size, std::uint64_t resource_name,
             std::string name, link_role role, protection_mode protection, const nonce_bytes& nonce,
-            std::uint16_t version = protocol_version);
+            std::uint16_t version = protocol_version, std::uint64_t window_bytes = 8ull << 20);
   ~handshake();
   handshake(handshake&& other) noexcept;
   handshake& operator=(handshake&& other) noexcept;
@@ -193,8 +216,10 @@ class handshake {
   std::optional<refusal> check_peer_hello(const hello& h) const;
   auth_fields fields(bool sent, std::uint64_t resume_ack) const;
   void wipe_key();
+  std::optional<refusal> derive_keys();
 
   std::vector<std::byte> key_;
+  ::evp_pkey_st* ephemeral_key_ = nullptr;  // this connection's X25519 private key
   hello own_;
   hello peer_;
   bool has_peer_hello_ = false;

@@ -43,7 +43,9 @@ class link_session {
   // The write of everything up to `seq` completed on the current connection. Returns the bytes freed.
   std::uint64_t mark_written(std::uint64_t seq);
   // A new connection came up and the peer has everything up to `peer_resume_ack`: resend the rest.
+  // Precondition: peer_resume_ack <= highest_sent() (the caller refuses a connection that claims more).
   void resume(std::uint64_t peer_resume_ack);
+  std::uint64_t highest_sent() const { return next_seq_ - 1; }
   // Packets never sent (still pending), handed back so the caller can route them another way.
   std::vector<packet> take_unsent();
   // Every packet the session holds, sent or not, in order (used when the peer is gone for good).
@@ -57,8 +59,24 @@ class link_session {
   // one sent, so that the peer's window fills and it sends no more until they are let go.
   std::uint64_t ack_to_send() const { return acks_held_ ? acked_to_peer_ : received_; }
   bool ack_owed() const { return ack_to_send() != acked_to_peer_; }
-  void note_ack_sent(std::uint64_t ack) { acked_to_peer_ = ack; }
+  void note_ack_sent(std::uint64_t ack) {
+    acked_to_peer_ = ack;
+    if (ack == received_) bytes_beyond_ack_ = packets_beyond_ack_ = 0;
+  }
   void hold_acks(bool held) { acks_held_ = held; }
+  // Packets accepted beyond the last ack sent, and their footprints: what the peer has in flight, at least. A
+  // peer that keeps to the window this node announced (window_bytes) never has more in flight than the window,
+  // or than one packet of any size (next_to_send).
+  void count_beyond_ack(std::uint64_t footprint) {
+    bytes_beyond_ack_ += footprint;
+    ++packets_beyond_ack_;
+  }
+  bool exceeds_window(std::uint64_t window_bytes) const {
+    return packets_beyond_ack_ > 1 && bytes_beyond_ack_ > window_bytes;
+  }
+  std::uint64_t bytes_beyond_ack() const { return bytes_beyond_ack_; }
+  // The window this end sends within: the least of its own and what the peer announced it accepts.
+  void set_window(std::uint64_t window_bytes) { window_bytes_ = window_bytes; }
   bool acks_held() const { return acks_held_; }
   std::uint64_t bytes_since_ack() const { return bytes_since_ack_; }
   void count_received_bytes(std::uint64_t n) { bytes_since_ack_ += n; }
@@ -89,6 +107,8 @@ class link_session {
   std::uint64_t received_ = 0;
   std::uint64_t acked_to_peer_ = 0;
   bool acks_held_ = false;
+  std::uint64_t bytes_beyond_ack_ = 0;
+  std::uint64_t packets_beyond_ack_ = 0;
   std::uint64_t bytes_since_ack_ = 0;
 };
 

@@ -47,6 +47,8 @@ overlay::overlay(asio::io_context& io, overlay_config config, node_id self, deli
   conn_params_.max_payload =
       static_cast<std::uint32_t>(std::min<std::uint64_t>(config_.max_message_bytes + data_head_bytes, hard_max_payload));
   conn_params_.ack_every_bytes = std::max<std::uint64_t>(config_.link_window_bytes / 4, 64 * 1024);
+  conn_params_.window_bytes = config_.link_window_bytes;
+  conn_params_.ignore_peer_window = config_.fault_ignore_peer_window;
   arm_routing_timer();
 }
 
@@ -240,7 +242,16 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   auto& slot = neighbours_[peer];
   if (!slot) slot = std::make_unique<neighbour>(config_.link_window_bytes);
   neighbour& nb = *slot;
-  nb.name = c->peer_name();
+  // The peer's AUTH says how far it received: beyond what this session sent, it is not this session's peer,
+  // and taking it up would free unacknowledged packets as if they had arrived. (A session that never sent
+  // has nothing to free: a leaver that comes back to say goodbye again may remember an older one.)
+  if (nb.session.highest_sent() > 0 && c->peer_resume_ack() > nb.session.highest_sent()) {
+    logger()->warn("{}: a link claiming to be {} via {} acknowledged {} of the {} packets sent to it: closed it",
+                   config_.name, peer, c->remote(), c->peer_resume_ack(), nb.session.highest_sent());
+    c->stop();
+    if (auto* d = dialer_of(*c)) schedule_redial(*d);
+    return;
+  }
   if (nb.conn && nb.conn->is_up()) {
     if (keeps_existing(*nb.conn, *c)) {
       logger()->debug("{}: second link to {} closed, keeping the first", config_.name, nb.name);
@@ -257,9 +268,11 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
     if (auto* d = dialer_of(*old)) schedule_redial(*d);
   }
   nb.conn = c;
+  nb.name = c->peer_name();  // only now: a refused connection must not rename the neighbour
   nb.secret = c->session_secret();
   nb.said_goodbye = false;
   c->attach(&nb.session);
+  nb.session.set_window(c->send_window());
   nb.session.resume(c->peer_resume_ack());
   logger()->info("{}: link up to {} ({}) via {}", config_.name, nb.name, peer, c->remote());
   // A neighbour that is leaving carries nothing new; a link that comes up while this node leaves is told so.

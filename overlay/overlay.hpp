@@ -53,7 +53,8 @@ struct overlay_config {
   // fills and it holds the rest itself; nothing is dropped). See docs/security.md, "Resources".
   std::uint64_t max_waiting_per_neighbour_bytes = 16ull << 20;
   std::uint64_t max_message_bytes = 64ull << 20;
-  std::uint64_t link_window_bytes = 8ull << 20;
+  std::uint64_t link_window_bytes = 8ull << 20;  // announced to each neighbour; it sends at most this unacked
+  bool fault_ignore_peer_window = false;         // fault injection (tests): send beyond neighbours' windows
   std::chrono::milliseconds full_dump_interval{10000};
   std::uint8_t hop_limit = 64;
   // A packet that used up its hops is tried again after this with a fresh budget, unless the routes change

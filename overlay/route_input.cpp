@@ -16,9 +16,11 @@
 //    window is there to refuse.
 //  - Metric 0 is the source speaking of itself (RFC 8966 3.7.1): from anyone else it is a lie.
 //  - New sources past max_sources and intervals past max_held_intervals would grow memory without bound.
-//  - An update naming this node is never a route to it; a seqno at least its own is answered by raising the
-//    own seqno past it, at most once per own_raise_holdoff (later claims merge into one raise at its end), so
-//    that the real route supersedes whatever the neighbours accepted and a flood of claims costs one update.
+//  - An update naming this node is never a route to it; a seqno at least its own and within the window of it is
+//    answered by raising the own seqno past it, at most once per own_raise_holdoff (later claims merge into one
+//    raise at its end), so that the real route supersedes whatever the neighbours accepted and a flood of
+//    claims costs one update. A claim beyond the window is ignored: following it would put the node's own
+//    updates beyond its neighbours' windows, and make it unreachable.
 //  - Seqno requests (RFC 8966 3.8.1.2) are acted on at most once per request_holdoff per source and at
 //    requests_per_second overall, and only within the window of the newest seqno seen.
 #include <algorithm>
@@ -137,11 +139,17 @@ void route_table::store_route(node_id from, const route_entry& e, time_point now
 // claiming our name): outbid it. A poison older than our seqno is answered too, without a raise: our current
 // seqno already beats it, but since seqno-only news waits for full dumps the poisoned part of the network may
 // not have it yet. An echo of our seqno with a finite metric is just a neighbour's route to us, not news.
-// No window here: this node is the authority on its own name, and whatever its neighbours accepted must be
-// outbid, or they hold it until they forget the name.
+// Within the window of our own seqno: whatever our neighbours accepted must be outbid, or they hold it until
+// they forget the name. Beyond it, a claim is ignored, as our neighbours ignore it.
 void route_table::note_about_self(const route_entry& e, time_point now) {
   if (e.seqno == 0 || e.seqno > max_plausible_seqno) {
     ++stats_.seqno_absurd;
+    return;
+  }
+  // Beyond the window of our own seqno, no neighbour can have taken the claim (their newest seen for us is
+  // about ours), and following it would put our own updates beyond their windows: ignore it.
+  if (e.seqno > own_seqno_ && e.seqno - own_seqno_ > params_.seqno_window) {
+    ++stats_.seqno_out_of_window;
     return;
   }
   if (e.seqno > own_seqno_ || (e.seqno == own_seqno_ && e.metric == infinite_metric)) {

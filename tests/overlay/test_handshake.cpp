@@ -48,11 +48,16 @@ bool contains(const std::string& haystack, std::string_view needle) {
 }
 
 // The HELLO layout of the protocol description, written independently of handshake.cpp.
+// X25519's base point u = 9 (RFC 7748): a valid public key that is no small-order point.
+constexpr ephemeral_bytes base_point = {9};
+
 std::vector<std::byte> make_hello(std::uint16_t version, std::uint64_t l, std::uint64_t rn,
                                   const nonce_bytes& n, std::string_view name, std::uint8_t role = 0,
-                                  std::uint8_t protection = 1) {
+                                  std::uint8_t protection = 1, const ephemeral_bytes& ephemeral = base_point,
+                                  std::uint64_t window = 8u << 20) {
   writer w;
   w.put_u16(version).put_u64(l).put_u64(rn).put_bytes(std::as_bytes(std::span(n)));
+  w.put_bytes(std::as_bytes(std::span(ephemeral))).put_u64(window);
   w.put_u8(role).put_u8(protection);
   w.put_u8(static_cast<std::uint8_t>(name.size())).put_bytes(std::as_bytes(std::span(name)));
   return std::move(w).take();
@@ -111,6 +116,8 @@ TEST_CASE("handshake: HELLO layout against the protocol description") {
     expected.push_back(static_cast<std::byte>(v));
   }
   for (int i = 0; i < 32; ++i) expected.push_back(static_cast<std::byte>(0x40 + i));    // nonce
+  for (auto b : a.own().ephemeral) expected.push_back(static_cast<std::byte>(b));         // X25519 public key
+  for (int v : {0, 0, 0x80, 0, 0, 0, 0, 0}) expected.push_back(static_cast<std::byte>(v));  // window 8 MiB
   for (int v : {1, 1}) expected.push_back(static_cast<std::byte>(v));                   // dialler, integrity
   for (int v : {2, int{'a'}, int{'b'}}) expected.push_back(static_cast<std::byte>(v));  // name
   CHECK(payload == expected);
@@ -400,13 +407,17 @@ TEST_CASE("handshake: auth_mac known answer (computed independently with Python'
   f.receiver_resource_name = 0x1112131415161718ULL;
   f.sender_nonce = nonce_of(0);
   f.receiver_nonce = nonce_of(32);
+  for (std::size_t i = 0; i < 32; ++i) f.sender_ephemeral[i] = static_cast<std::uint8_t>(0x40 + i);
+  for (std::size_t i = 0; i < 32; ++i) f.receiver_ephemeral[i] = static_cast<std::uint8_t>(0x80 + i);
+  f.sender_window = 1u << 20;
+  f.receiver_window = 2u << 20;
   f.sender_role = dialler;
   f.sender_protection = integrity;
   f.receiver_protection = protection_mode::off;
   f.resume_ack = 0xA0A1A2A3A4A5A6A7ULL;
-  const mac_bytes expected = {0x21, 0x50, 0x4c, 0x19, 0x74, 0xb8, 0x44, 0x9a, 0xf9, 0x3b, 0x86,
-                              0xd1, 0x09, 0xfb, 0xd3, 0x85, 0xcc, 0x43, 0xd2, 0x77, 0x64, 0x03,
-                              0x13, 0x4b, 0xd5, 0x7c, 0x96, 0xf0, 0x28, 0x5d, 0xe8, 0x51};
+  const mac_bytes expected = {0x42, 0x92, 0x8d, 0xdc, 0x46, 0x40, 0x5d, 0x94, 0xd2, 0xc7, 0xe0,
+                              0x5b, 0x09, 0xc7, 0xb2, 0xe0, 0xae, 0x8f, 0xbd, 0x01, 0x13, 0x7a,
+                              0xa1, 0x0e, 0x29, 0x7b, 0xa8, 0xde, 0x90, 0x31, 0x68, 0x72};
   CHECK(auth_mac(bytes_of("0123456789abcdef0123456789abcdef"), f) == expected);
 }
 
@@ -424,16 +435,24 @@ TEST_CASE("handshake: continuity_proof known answer (computed independently with
   CHECK(continuity_proof(secret, f) == expected);
 }
 
-TEST_CASE("handshake: link keys are HKDF-SHA256 of the key and both HELLOs (known answer from Python)") {
-  handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
-  handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2));
-  REQUIRE(exchange_hellos(a, b));
-  REQUIRE_FALSE(b.on_auth(a.auth_payload(0)).has_value());
-  REQUIRE_FALSE(a.on_auth(b.auth_payload(0)).has_value());
+TEST_CASE("handshake: link keys are HKDF-SHA256 of the key, the X25519 secret and both HELLOs (known answer from Python)") {
+  hello d, a;
+  d.version = a.version = protocol_version;
+  d.space_size = a.space_size = space;
+  d.resource_name = rn_a;
+  a.resource_name = rn_b;
+  d.nonce = nonce_of(1);
+  a.nonce = nonce_of(2);
+  for (std::size_t i = 0; i < 32; ++i) d.ephemeral[i] = static_cast<std::uint8_t>(0x40 + i);
+  for (std::size_t i = 0; i < 32; ++i) a.ephemeral[i] = static_cast<std::uint8_t>(0x80 + i);
+  d.role = dialler;
+  a.role = acceptor;
+  std::array<std::uint8_t, 32> shared{};
+  for (std::size_t i = 0; i < 32; ++i) shared[i] = static_cast<std::uint8_t>(0xC0 + i);
   const std::string expected =
-      "897185d5462ede04313551b6e963804f7ea0be46e47cf2ba938b748afa4e1139"   // dialler to acceptor
-      "887da37b76fbf8362eb53b2546c0234b1fffe02b6029c685b8691ba76c6d36a1"   // acceptor to dialler
-      "3ce9cf5341a46ccce5cbd0e4dc0cd2447c5b3c2d318d4c8384955ee719fa86bb";  // session secret
+      "4a4e186cae1d0130bb178b4f0c96f15ef1e94fd2e545f1438f4c4608d820a152"   // dialler to acceptor
+      "dad91252ac3384738492f971e5bd0b9bf913029c666b8a0cb71806e1cdd1dbff"   // acceptor to dialler
+      "7c6c25c5e6bd4eb29d426a639a37b3cc219559c45d12885a04d0ffe5fb9dfd64";  // session secret
   auto hex = [](const secret_bytes& k) {
     std::string out;
     for (auto byte : k) {
@@ -443,13 +462,71 @@ TEST_CASE("handshake: link keys are HKDF-SHA256 of the key and both HELLOs (know
     }
     return out;
   };
-  CHECK(hex(a.keys().send) == expected.substr(0, 64));
-  CHECK(hex(a.keys().receive) == expected.substr(64, 64));
-  CHECK(hex(a.keys().session_secret) == expected.substr(128, 64));
-  CHECK(a.keys().send == b.keys().receive);
-  CHECK(a.keys().receive == b.keys().send);
-  CHECK(a.keys().session_secret == b.keys().session_secret);
-  CHECK(a.keys().mode == integrity);
+  const link_keys at_d = derive_link_keys(key_a, shared, d, a, integrity);
+  const link_keys at_a = derive_link_keys(key_a, shared, a, d, integrity);
+  CHECK(hex(at_d.send) == expected.substr(0, 64));
+  CHECK(hex(at_d.receive) == expected.substr(64, 64));
+  CHECK(hex(at_d.session_secret) == expected.substr(128, 64));
+  CHECK(at_d.send == at_a.receive);
+  CHECK(at_d.receive == at_a.send);
+  CHECK(at_d.session_secret == at_a.session_secret);
+  CHECK(at_d.mode == integrity);
+}
+
+TEST_CASE("handshake: both ends of a handshake derive the same keys, which depend on a secret no HELLO shows") {
+  // The same two nodes, nonces and names twice: only the ephemeral keys differ, and so do the link keys. A
+  // key holder who saw both HELLOs cannot compute them.
+  link_keys first;
+  for (int round = 0; round < 2; ++round) {
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+    handshake b(key_a, space, rn_b, "beta", acceptor, integrity, nonce_of(2));
+    REQUIRE(exchange_hellos(a, b));
+    REQUIRE_FALSE(b.on_auth(a.auth_payload(0)).has_value());
+    REQUIRE_FALSE(a.on_auth(b.auth_payload(0)).has_value());
+    CHECK(a.keys().send == b.keys().receive);
+    CHECK(a.keys().receive == b.keys().send);
+    CHECK(a.keys().session_secret == b.keys().session_secret);
+    const link_keys guessed = derive_link_keys(key_a, std::array<std::uint8_t, 32>{}, a.own(), a.peer(), integrity);
+    CHECK(guessed.send != a.keys().send);
+    if (round == 0) first = a.keys();
+    else CHECK(first.send != a.keys().send);
+  }
+}
+
+TEST_CASE("handshake: an ephemeral key that yields no shared secret, or a window under the least, is refused") {
+  SUBCASE("a small-order point, in a HELLO and AUTH a key holder made") {
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+    // u = 0 is of small order: the X25519 result is all zeros, which libcrypto refuses.
+    REQUIRE_FALSE(a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), "beta", 0, 1, ephemeral_bytes{}))
+                      .has_value());
+    auth_fields f;
+    f.version = protocol_version;
+    f.space_size = space;
+    f.sender_resource_name = rn_b;
+    f.receiver_resource_name = rn_a;
+    f.sender_nonce = nonce_of(2);
+    f.receiver_nonce = nonce_of(1);
+    f.receiver_ephemeral = a.own().ephemeral;
+    f.sender_window = f.receiver_window = 8u << 20;
+    f.sender_role = acceptor;
+    writer w;
+    const mac_bytes mac = auth_mac(key_a, f);
+    const mac_bytes no_proof{};
+    w.put_bytes(std::as_bytes(std::span(mac))).put_u64(0).put_bytes(std::as_bytes(std::span(no_proof)));
+    const auto refused = a.on_auth(w.bytes());
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::malformed);
+    CHECK(contains(refused->text, "shared secret"));
+    CHECK_FALSE(a.is_complete());
+  }
+  SUBCASE("a window under 64 KiB") {
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
+    const auto refused =
+        a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), "beta", 0, 1, base_point, 65535));
+    REQUIRE(refused.has_value());
+    CHECK(refused->reason == refuse_reason::malformed);
+    CHECK(contains(refused->text, "window"));
+  }
 }
 
 TEST_CASE("handshake: every connection gets its own link keys") {
@@ -515,8 +592,20 @@ TEST_CASE("handshake: AUTH payload is the MAC over the documented fields, resume
   secret_bytes secret{};
   secret.fill(3);
   const auto auth = a.auth_payload(0x0807060504030201ULL, secret);
-  const auth_fields f{protocol_version, space,     rn_a,      rn_b, nonce_of(1), nonce_of(2),
-                      dialler,          integrity, protection_mode::off, 0x0807060504030201ULL};
+  auth_fields f;
+  f.version = protocol_version;
+  f.space_size = space;
+  f.sender_resource_name = rn_a;
+  f.receiver_resource_name = rn_b;
+  f.sender_nonce = nonce_of(1);
+  f.receiver_nonce = nonce_of(2);
+  f.sender_ephemeral = a.own().ephemeral;
+  f.receiver_ephemeral = b.own().ephemeral;
+  f.sender_window = f.receiver_window = 8u << 20;
+  f.sender_role = dialler;
+  f.sender_protection = integrity;
+  f.receiver_protection = protection_mode::off;
+  f.resume_ack = 0x0807060504030201ULL;
   const mac_bytes mac = auth_mac(key_a, f);
   const mac_bytes proof = continuity_proof(secret, f);
   REQUIRE(auth.size() == auth_size_bytes);
@@ -526,8 +615,20 @@ TEST_CASE("handshake: AUTH payload is the MAC over the documented fields, resume
 }
 
 TEST_CASE("handshake: the MAC changes if any covered field changes") {
-  const auth_fields base{protocol_version, space, rn_a, rn_b, nonce_of(1), nonce_of(2), dialler, integrity,
-                         integrity,        77};
+  const auth_fields base = [] {
+    auth_fields f;
+    f.version = protocol_version;
+    f.space_size = space;
+    f.sender_resource_name = rn_a;
+    f.receiver_resource_name = rn_b;
+    f.sender_nonce = nonce_of(1);
+    f.receiver_nonce = nonce_of(2);
+    f.sender_ephemeral[0] = 1;
+    f.receiver_ephemeral[0] = 2;
+    f.sender_window = f.receiver_window = 8u << 20;
+    f.resume_ack = 77;
+    return f;
+  }();
   const mac_bytes reference = auth_mac(key_a, base);
   CHECK(auth_mac(key_a, base) == reference);  // deterministic
 
@@ -555,6 +656,18 @@ TEST_CASE("handshake: the MAC changes if any covered field changes") {
   CHECK(differs(f));
   f = base;
   std::swap(f.sender_nonce, f.receiver_nonce);
+  CHECK(differs(f));
+  f = base;
+  f.sender_ephemeral[31] ^= 1;  // a key swapped on the path shows
+  CHECK(differs(f));
+  f = base;
+  f.receiver_ephemeral[0] ^= 1;
+  CHECK(differs(f));
+  f = base;
+  f.sender_window += 1;
+  CHECK(differs(f));
+  f = base;
+  f.receiver_window -= 1;
   CHECK(differs(f));
   f = base;
   f.sender_role = acceptor;

@@ -516,6 +516,21 @@ TEST_CASE("route_table: its own name advertised by another is no route, and the 
   CHECK(t.input_stats().seqno_absurd == 1);
 }
 
+// One plausible claim near the cap, followed, would put the node's own seqno beyond every neighbour's window:
+// they would ignore its updates until they forget it, and then nobody could ever outbid a claim at the cap.
+TEST_CASE("route_table: a claim on its own name beyond the window of its own seqno is not followed") {
+  auto t = make_table({a, b});
+  const auto own = t.own_seqno();
+  t.on_update(b, update({entry(me, max_plausible_seqno - 2, 1)}), t0);
+  t.expire(t0 + 1s);
+  CHECK(t.own_seqno() == own);
+  CHECK(t.input_stats().seqno_out_of_window == 1);
+  CHECK(t.input_stats().own_name_claims == 0);
+  // Within the window it is outbid as before.
+  t.on_update(b, update({entry(me, own + route_params{}.seqno_window, 1)}), t0 + 2s);
+  CHECK(t.own_seqno() > own + route_params{}.seqno_window);
+}
+
 TEST_CASE("route_table: another node's claim on an interval this node assumes never moves its owner away") {
   auto t = make_table({a});
   t.set_local_intervals({{100, 200}}, t0);

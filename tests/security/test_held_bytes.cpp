@@ -37,13 +37,14 @@ struct tcp_line {
   asio::io_context io;
   std::vector<std::unique_ptr<member>> members;
 
-  member& add(const std::string& name, ov::node_id self) {
+  member& add(const std::string& name, ov::node_id self, bool ignores_windows = false) {
     auto m = std::make_unique<member>();
     ov::overlay_config c;
     c.name = name;
     c.space_size = space;
     c.cluster_key = ov::development_key();
-    c.link_window_bytes = 1 << 20;
+    c.link_window_bytes = ignores_windows ? 1ull << 30 : 1 << 20;
+    c.fault_ignore_peer_window = ignores_windows;
     c.max_waiting_per_neighbour_bytes = 2 << 20;
     auto* raw = m.get();
     m->ov = std::make_unique<ov::overlay>(io, c, self, [raw](ov::packet&& p) { raw->received.push_back(std::move(p)); });
@@ -116,6 +117,27 @@ TEST_CASE("resources: a key holder's flood for a destination nobody routes to wa
     CHECK(got == i);
   }
   CHECK_FALSE(link_to(victim.ov->view(), attacker.ov->self())->acks_held);
+}
+
+TEST_CASE("resources: a key holder that sends beyond the window its neighbour announced loses the connection, "
+          "and what it made the neighbour hold stays bounded") {
+  tcp_line net;
+  member& attacker = net.add("attacker", space + 1, true);  // a 1 GiB window of its own, and the peer's ignored
+  member& victim = net.add("victim", space + 2);
+  REQUIRE_FALSE(attacker.ov->add_port(victim.endpoint));
+  REQUIRE(net.run_until([&] { return attacker.ov->can_reach(victim.ov->self()); }));
+  constexpr std::uint32_t count = 400;  // 25 MiB
+  for (std::uint32_t i = 0; i < count; ++i) attacker.ov->send_forged(victim.ov->self(), numbered(i));
+  std::uint64_t most_waiting = 0;
+  net.run_until([&] {
+    most_waiting = std::max(most_waiting, victim.ov->view().waiting_bytes);
+    return false;
+  }, 1500ms);
+  // Past the 2 MiB bound its acks stop; past the 1 MiB window beyond the last ack, its connection closes.
+  const std::uint64_t bound = (2u << 20) + (1u << 20) + 2 * ov::packet::footprint_of(body_bytes);
+  MESSAGE("most waiting at the victim: " << most_waiting << " bytes; links lost " << victim.ov->view().links_lost);
+  CHECK(most_waiting <= bound);
+  CHECK(victim.ov->view().links_lost >= 1);
 }
 
 TEST_CASE("resources: messages with a tag nothing can receive are dropped and counted, not held") {
