@@ -72,6 +72,20 @@ bool exchange_hellos(handshake& a, handshake& b) {
   return a_ok && b_ok;
 }
 
+// The fields of an AUTH from `from` to `to` (resource names, nonces), windows of 8 MiB, the rest as given later.
+auth_fields fields_between(std::uint64_t from, std::uint64_t to, const nonce_bytes& from_nonce,
+                           const nonce_bytes& to_nonce) {
+  auth_fields f;
+  f.version = protocol_version;
+  f.space_size = space;
+  f.sender_resource_name = from;
+  f.receiver_resource_name = to;
+  f.sender_nonce = from_nonce;
+  f.receiver_nonce = to_nonce;
+  f.sender_window = f.receiver_window = 8u << 20;
+  return f;
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------------------------------
@@ -499,15 +513,8 @@ TEST_CASE("handshake: an ephemeral key that yields no shared secret, or a window
     // u = 0 is of small order: the X25519 result is all zeros, which libcrypto refuses.
     REQUIRE_FALSE(a.on_hello(make_hello(protocol_version, space, rn_b, nonce_of(2), "beta", 0, 1, ephemeral_bytes{}))
                       .has_value());
-    auth_fields f;
-    f.version = protocol_version;
-    f.space_size = space;
-    f.sender_resource_name = rn_b;
-    f.receiver_resource_name = rn_a;
-    f.sender_nonce = nonce_of(2);
-    f.receiver_nonce = nonce_of(1);
+    auth_fields f = fields_between(rn_b, rn_a, nonce_of(2), nonce_of(1));
     f.receiver_ephemeral = a.own().ephemeral;
-    f.sender_window = f.receiver_window = 8u << 20;
     f.sender_role = acceptor;
     writer w;
     const mac_bytes mac = auth_mac(key_a, f);
@@ -592,16 +599,9 @@ TEST_CASE("handshake: AUTH payload is the MAC over the documented fields, resume
   secret_bytes secret{};
   secret.fill(3);
   const auto auth = a.auth_payload(0x0807060504030201ULL, secret);
-  auth_fields f;
-  f.version = protocol_version;
-  f.space_size = space;
-  f.sender_resource_name = rn_a;
-  f.receiver_resource_name = rn_b;
-  f.sender_nonce = nonce_of(1);
-  f.receiver_nonce = nonce_of(2);
+  auth_fields f = fields_between(rn_a, rn_b, nonce_of(1), nonce_of(2));
   f.sender_ephemeral = a.own().ephemeral;
   f.receiver_ephemeral = b.own().ephemeral;
-  f.sender_window = f.receiver_window = 8u << 20;
   f.sender_role = dialler;
   f.sender_protection = integrity;
   f.receiver_protection = protection_mode::off;
@@ -616,16 +616,9 @@ TEST_CASE("handshake: AUTH payload is the MAC over the documented fields, resume
 
 TEST_CASE("handshake: the MAC changes if any covered field changes") {
   const auth_fields base = [] {
-    auth_fields f;
-    f.version = protocol_version;
-    f.space_size = space;
-    f.sender_resource_name = rn_a;
-    f.receiver_resource_name = rn_b;
-    f.sender_nonce = nonce_of(1);
-    f.receiver_nonce = nonce_of(2);
+    auth_fields f = fields_between(rn_a, rn_b, nonce_of(1), nonce_of(2));
     f.sender_ephemeral[0] = 1;
     f.receiver_ephemeral[0] = 2;
-    f.sender_window = f.receiver_window = 8u << 20;
     f.resume_ack = 77;
     return f;
   }();
