@@ -230,6 +230,7 @@ bool connection::on_handshake_frame(frame_view& f) {
       peer_ = hs_.peer().resource_name;
       peer_name_ = hs_.peer().name;
       const link_resume resume = owner_.resume_for(peer_);
+      resume_ack_sent_ = resume.ack;
       send_control(make_control_frame(frame_type::auth, hs_.auth_payload(resume.ack, resume.session_secret)));
       return true;
     }
@@ -273,6 +274,15 @@ bool connection::on_data_frame(frame_view& f) {
     return false;
   }
   if (goodbye_sent_) return handle_ack(head.ack);  // the peer sends it elsewhere (send_goodbye)
+  // The peer may have in flight what the window this node announced allows (or one packet of any size). A
+  // packet beyond it is refused before it is taken: the peer keeps it, and nothing is lost.
+  const std::size_t body_size = f.body ? f.body->size() : f.payload.size() - data_head_bytes;
+  const std::uint64_t footprint = packet::footprint_of(body_size);
+  if (head.seq == session_->received() + 1 && session_->would_exceed_window(footprint, params_.window_bytes)) {
+    fail("protocol error: the peer sent " + std::to_string(session_->bytes_beyond_ack() + footprint) +
+         " bytes beyond the last acknowledgement, over the window of " + std::to_string(params_.window_bytes));
+    return false;
+  }
   switch (session_->on_receive(head.seq)) {
     case link_session::receipt::duplicate:
       return handle_ack(head.ack);
@@ -284,13 +294,7 @@ bool connection::on_data_frame(frame_view& f) {
       break;
   }
   phoenix::Bytes body = f.body ? std::move(*f.body) : phoenix::copy_bytes(f.payload.subspan(data_head_bytes));
-  // The peer may have in flight what the window this node announced allows (or one packet of any size).
-  session_->count_beyond_ack(packet::footprint_of(body.size()));
-  if (session_->exceeds_window(params_.window_bytes)) {
-    fail("protocol error: the peer sent " + std::to_string(session_->bytes_beyond_ack()) +
-         " bytes beyond the last acknowledgement, over the window of " + std::to_string(params_.window_bytes));
-    return false;
-  }
+  session_->count_beyond_ack(footprint);
   note_received(frame_header_bytes + f.header.length);
   if (!handle_ack(head.ack)) return false;
   owner_.on_data(*this, head, std::move(body));

@@ -103,6 +103,7 @@ class connection : public std::enable_shared_from_this<connection> {
   node_id peer() const { return peer_; }
   const std::string& peer_name() const { return peer_name_; }
   std::uint64_t peer_resume_ack() const { return hs_.peer_resume_ack(); }
+  std::uint64_t resume_ack_sent() const { return resume_ack_sent_; }  // ours, in the AUTH we sent
   // Once up: the mode protecting this connection's frames, the secret of the link session it began (kept by
   // the owner for later connections), and whether the peer proved it holds `secret` (handshake.hpp).
   protection_mode protection() const { return hs_.keys().mode; }
@@ -176,6 +177,7 @@ class connection : public std::enable_shared_from_this<connection> {
   handshake hs_;
   frame_protection protection_;  // off until the peer's AUTH verified
   std::size_t large_checked_ = 0;  // bytes of the large frame in progress already fed to its tag check
+  std::uint64_t resume_ack_sent_ = 0;
   node_id peer_ = 0;
   std::string peer_name_;
   frame_decoder decoder_;

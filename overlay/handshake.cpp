@@ -22,7 +22,7 @@ namespace {
 
 // Domain separation: a MAC made for this purpose cannot be mistaken for one made with the same key elsewhere.
 constexpr std::string_view auth_label = "phoenix-link-auth-v3";
-constexpr std::string_view continuity_label = "phoenix-link-continuity-v1";
+constexpr std::string_view continuity_label = "phoenix-link-continuity-v2";
 constexpr std::string_view keys_label = "phoenix-link-keys-v2";
 
 std::span<const std::byte> as_byte_span(const nonce_bytes& n) { return std::as_bytes(std::span(n)); }
@@ -217,7 +217,10 @@ mac_bytes continuity_proof(const secret_bytes& session_secret, const auth_fields
       .put_u64(f.sender_resource_name)
       .put_u64(f.receiver_resource_name)
       .put_bytes(as_byte_span(f.sender_nonce))
-      .put_bytes(as_byte_span(f.receiver_nonce));
+      .put_bytes(as_byte_span(f.receiver_nonce))
+      .put_bytes(std::as_bytes(std::span(f.sender_ephemeral)))
+      .put_bytes(std::as_bytes(std::span(f.receiver_ephemeral)))
+      .put_u64(f.resume_ack);
   return hmac_sha256(std::as_bytes(std::span(session_secret)), w.bytes());
 }
 

@@ -142,8 +142,10 @@ struct auth_fields {
 // label without a terminating NUL. Every part has a fixed size, so the concatenation is unambiguous.
 mac_bytes auth_mac(std::span<const std::byte> cluster_key, const auth_fields& fields);
 
-// The continuity proof: HMAC-SHA256(session_secret, "phoenix-link-continuity-v1" || u64 sender_resource_name ||
-// u64 receiver_resource_name || sender_nonce || receiver_nonce). Fresh nonces make it useless elsewhere.
+// The continuity proof: HMAC-SHA256(session_secret, "phoenix-link-continuity-v2" || u64 sender_resource_name ||
+// u64 receiver_resource_name || sender_nonce || receiver_nonce || sender_ephemeral || receiver_ephemeral ||
+// u64 resume_ack). Bound to this handshake's keys: a key holder in the middle, which must put ephemeral keys
+// of its own into each side's HELLO, cannot pass one side's proof on to the other.
 mac_bytes continuity_proof(const secret_bytes& session_secret, const auth_fields& fields);
 
 // What a completed handshake hands the link: the frame keys of both directions and the session secret.

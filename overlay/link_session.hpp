@@ -71,8 +71,8 @@ class link_session {
     bytes_beyond_ack_ += footprint;
     ++packets_beyond_ack_;
   }
-  bool exceeds_window(std::uint64_t window_bytes) const {
-    return packets_beyond_ack_ > 1 && bytes_beyond_ack_ > window_bytes;
+  bool would_exceed_window(std::uint64_t footprint, std::uint64_t window_bytes) const {
+    return packets_beyond_ack_ >= 1 && bytes_beyond_ack_ + footprint > window_bytes;
   }
   std::uint64_t bytes_beyond_ack() const { return bytes_beyond_ack_; }
   // The window this end sends within: the least of its own and what the peer announced it accepts.

@@ -174,10 +174,19 @@ void route_table::raise_own_seqno_past(std::uint64_t seqno, time_point now) {
   apply_own_raise(now);
 }
 
+// A raise goes at most half the window at a time: neighbours that never heard the claim know about our old
+// seqno, and must still take the new one. A claim further ahead is outbid in steps, one per holdoff.
 void route_table::apply_own_raise(time_point now) {
-  own_seqno_ = std::max(own_seqno_, seqno::next_even_above(own_claim_));
-  own_claim_ = 0;
-  own_raise_due_.reset();
+  const std::uint64_t target = seqno::next_even_above(own_claim_);
+  const std::uint64_t step = seqno::even_at_least(own_seqno_ + params_.seqno_window / 2);
+  if (target > step) {
+    own_seqno_ = step;
+    own_raise_due_ = now + params_.own_raise_holdoff;  // the rest at the next holdoff; own_claim_ stays
+  } else {
+    own_seqno_ = std::max(own_seqno_, target);
+    own_claim_ = 0;
+    own_raise_due_.reset();
+  }
   own_raised_at_ = now;
   schedule_trigger(self_, now);
 }

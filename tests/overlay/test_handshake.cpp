@@ -441,12 +441,25 @@ TEST_CASE("handshake: continuity_proof known answer (computed independently with
   f.receiver_resource_name = 0x1112131415161718ULL;
   f.sender_nonce = nonce_of(0);
   f.receiver_nonce = nonce_of(32);
+  for (std::size_t i = 0; i < 32; ++i) f.sender_ephemeral[i] = static_cast<std::uint8_t>(0x40 + i);
+  for (std::size_t i = 0; i < 32; ++i) f.receiver_ephemeral[i] = static_cast<std::uint8_t>(0x80 + i);
+  f.resume_ack = 0x0A0B0C0D0E0F1011ULL;
   secret_bytes secret{};
   for (std::size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<std::uint8_t>(i);
-  const mac_bytes expected = {0x78, 0x8d, 0xd7, 0xfc, 0xbd, 0x38, 0x5f, 0x9d, 0x5a, 0xb4, 0x67,
-                              0x13, 0xb2, 0x6a, 0x67, 0xda, 0x5d, 0x85, 0x98, 0xcc, 0x1e, 0x1d,
-                              0x41, 0xf6, 0x38, 0x1b, 0xc1, 0xdc, 0x38, 0x02, 0xf9, 0xf3};
+  const mac_bytes expected = {0xda, 0x82, 0x3d, 0x7b, 0x62, 0xb6, 0xc2, 0x6c, 0xbe, 0x93, 0xf4,
+                              0xb6, 0x30, 0x04, 0xa0, 0xa6, 0x95, 0x2b, 0x5e, 0xe7, 0xeb, 0x8f,
+                              0x49, 0x6d, 0x76, 0x0b, 0xda, 0xb9, 0x1e, 0xeb, 0xbd, 0xac};
   CHECK(continuity_proof(secret, f) == expected);
+  // Another ephemeral key (a key holder in the middle has its own) or resume ack gives another proof.
+  auth_fields g = f;
+  g.sender_ephemeral[5] ^= 1;
+  CHECK(continuity_proof(secret, g) != expected);
+  g = f;
+  g.receiver_ephemeral[0] ^= 1;
+  CHECK(continuity_proof(secret, g) != expected);
+  g = f;
+  g.resume_ack += 1;
+  CHECK(continuity_proof(secret, g) != expected);
 }
 
 TEST_CASE("handshake: link keys are HKDF-SHA256 of the key, the X25519 secret and both HELLOs (known answer from Python)") {

@@ -140,6 +140,32 @@ TEST_CASE("resources: a key holder that sends beyond the window its neighbour an
   CHECK(victim.ov->view().links_lost >= 1);
 }
 
+TEST_CASE("resources: a packet refused for the window stays with its sender, and arrives once the "
+          "destination has an owner") {
+  tcp_line net;
+  member& sender = net.add("sender", space + 1, true);
+  member& victim = net.add("victim", space + 2);
+  member& owner = net.add("owner", space + 3);
+  REQUIRE_FALSE(sender.ov->add_port(victim.endpoint));
+  REQUIRE_FALSE(owner.ov->add_port(victim.endpoint));
+  REQUIRE(net.run_until([&] {
+    return sender.ov->can_reach(victim.ov->self()) && victim.ov->can_reach(owner.ov->self());
+  }));
+  constexpr std::uint32_t count = 100;
+  for (std::uint32_t i = 0; i < count; ++i) sender.ov->send_forged(victim.ov->self(), numbered(i));
+  net.run_until([] { return false; }, 1000ms);
+  CHECK(victim.ov->view().links_lost >= 1);  // closed for the window at least once
+  REQUIRE(owner.ov->assume({unclaimed, unclaimed + 1}) == ov::interval_set::result::ok);
+  REQUIRE(net.run_until([&] { return owner.received.size() >= count; }, 30s));
+  net.io.run_for(100ms);
+  REQUIRE(owner.received.size() == count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::uint32_t got = 0;
+    std::memcpy(&got, owner.received[i].body.data(), sizeof got);
+    CHECK(got == i);
+  }
+}
+
 TEST_CASE("resources: messages with a tag nothing can receive are dropped and counted, not held") {
   phoenix::test::temp_dir dir;
   const std::string key = dir.make_key();
