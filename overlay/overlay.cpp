@@ -275,7 +275,8 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   nb.session.set_window(c->send_window());
   nb.session.resume(c->peer_resume_ack());
   nb.session.note_ack_sent(c->resume_ack_sent());  // the AUTH told the peer how far this node received
-  logger()->info("{}: link up to {} ({}) via {}", config_.name, nb.name, peer, c->remote());
+  logger()->info("{}: link up to {} ({}) via {}, frames {}", config_.name, nb.name, peer, c->remote(),
+                 to_string(c->protection()));
   // A neighbour that is leaving carries nothing new; a link that comes up while this node leaves is told so.
   if (!nb.leaving) table_.neighbour_up(peer, clock::now());  // a full dump is due at once: it gets the table
   nb.acked_leaving = false;  // a leaving node waits for the answer on this connection, behind what it carries

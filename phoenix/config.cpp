@@ -21,6 +21,7 @@
 
 #include <toml.hpp>
 
+#include "overlay/handshake.hpp"  // protection_mode_from
 #include "phoenix/config_file.hpp"
 
 namespace phoenix {
@@ -669,7 +670,7 @@ std::string validate(const Config& c) {
     if (c.ssh_host_key_policy != "strict" && c.ssh_host_key_policy != "accept-new")
       return "ssh_host_key_policy \"" + c.ssh_host_key_policy +
              "\" must be \"strict\" or \"accept-new\" (host key checking cannot be turned off)";
-    if (c.link_protection != "integrity" && c.link_protection != "off")
+    if (!overlay::protection_mode_from(c.link_protection))
       return "link_protection \"" + c.link_protection + "\" must be \"integrity\" or \"off\"";
     if (c.retry_interval_ms < 10 || c.retry_interval_ms > 3'600'000)
       return "retry_interval_ms must be in 10..3600000 (got " + std::to_string(c.retry_interval_ms) + ")";

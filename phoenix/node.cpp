@@ -231,8 +231,8 @@ overlay::overlay_config Node::Impl::overlay_config(std::vector<std::byte> key) c
   oc.name = config_.name;
   oc.space_size = config_.space_size;
   oc.cluster_key = std::move(key);
-  oc.link_protection = config_.link_protection == "off" ? overlay::protection_mode::off
-                                                         : overlay::protection_mode::integrity;
+  oc.link_protection = overlay::protection_mode_from(config_.link_protection)  // validate() checked it
+                           .value_or(overlay::protection_mode::integrity);
   oc.retry_interval = std::chrono::milliseconds(config_.retry_interval_ms);
   oc.max_waiting_bytes = config_.max_waiting_bytes;
   oc.max_message_bytes = config_.max_message_bytes;

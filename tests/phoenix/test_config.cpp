@@ -750,3 +750,22 @@ ssh_host_key_policy = "accept-new"
   CHECK(phoenix::validate(example.config) == "");
   CHECK(example.config.peers.size() == 1);
 }
+
+TEST_CASE("config: link_protection is integrity by default, off on request, and nothing else") {
+  CHECK(Config{}.link_protection == "integrity");
+  TempDir dir;
+  auto r = phoenix::load_config(dir.write("p.toml", "link_protection = \"off\"\n"));
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.config.link_protection == "off");
+  CHECK(phoenix::validate(r.config) == "");
+  Config c;
+  for (const char* bad : {"none", "OFF", "encrypt", ""}) {
+    c.link_protection = bad;
+    CHECK_MESSAGE(contains(phoenix::validate(c), "link_protection"), bad);
+  }
+  Config env;
+  CHECK(phoenix::apply_environment(env, [](const char* name) -> const char* {
+          return std::string_view(name) == "PHOENIX_LINK_PROTECTION" ? "off" : nullptr;
+        }) == "");
+  CHECK(env.link_protection == "off");
+}
