@@ -73,6 +73,21 @@ struct frame_splitter {
 };
 
 inline std::uint8_t frame_type_of(const std::vector<std::byte>& f) { return static_cast<std::uint8_t>(f[3]); }
+
+// The next whole frame from a blocking socket, waiting at most `timeout`; nullopt at its end or the deadline.
+inline std::optional<std::vector<std::byte>> read_frame(int fd, frame_splitter& in, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::byte> chunk(1 << 16);
+  for (;;) {
+    if (auto f = in.next()) return f;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    const ssize_t n = ::recv(fd, chunk.data(), chunk.size(), 0);
+    if (n <= 0) return std::nullopt;
+    in.buf.insert(in.buf.end(), chunk.begin(), chunk.begin() + n);
+  }
+}
 constexpr std::uint8_t data_frame_type = 16;
 
 // Forwards a dialler's connections to 127.0.0.1:target, frame by frame. On its first connection (for `foreign`,
@@ -80,6 +95,7 @@ constexpr std::uint8_t data_frame_type = 16;
 class tamper_proxy {
  public:
   enum class attack {
+    none,            // faithful, but for swallow()
     flip_body_byte,  // one bit of a data frame's body flipped
     replay,          // a data frame sent twice
     reorder,         // two data frames swapped
@@ -100,6 +116,8 @@ class tamper_proxy {
 
   std::uint16_t port() const { return port_; }
   bool attacked() const { return attacked_; }
+  // While set, the dialler's data frames are dropped: they were written, and are never acknowledged.
+  void swallow(bool on) { swallow_ = on; }
   int connections() const { return connections_; }
 
  private:
@@ -137,7 +155,8 @@ class tamper_proxy {
       from_dialler.buf.insert(from_dialler.buf.end(), chunk.begin(), chunk.begin() + n);
       while (auto f = from_dialler.next()) {
         std::vector<std::vector<std::byte>> out{*f};
-        if (frame_type_of(*f) == data_frame_type) {
+        if (frame_type_of(*f) == data_frame_type && swallow_) continue;
+        if (frame_type_of(*f) == data_frame_type && attack_ != attack::none) {
           ++data_frames;
           if (!tamper(index, data_frames, out, held)) return;  // cut: the dialler will come back
         }
@@ -182,6 +201,7 @@ class tamper_proxy {
   int listener_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> attacked_{false};
+  std::atomic<bool> swallow_{false};
   std::atomic<int> connections_{0};
   std::optional<std::vector<std::byte>> recorded_;
   std::thread thread_;

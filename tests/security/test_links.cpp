@@ -10,7 +10,10 @@
 #include <memory>
 #include <string>
 
+#include <thread>
+
 #include "overlay/cluster_key.hpp"
+#include "overlay/handshake.hpp"
 #include "overlay/overlay.hpp"
 #include "security/tamper_proxy.hpp"
 
@@ -190,6 +193,51 @@ TEST_CASE("security: a key holder claiming a neighbour's resource name does not 
   CHECK(x.ov->view().links_lost == 0);
   CHECK(y.ov->view().links_lost == 0);
   check_delivered_intact(y.received, 300);
+}
+
+// While y's link is down, x keeps what y did not acknowledge, to resend it. A key holder that connects as y and
+// claims in its AUTH to have received far more than x ever sent must not make x free those packets.
+TEST_CASE("security: a connection that claims to have received more than was sent is closed, and nothing is "
+          "freed") {
+  tcp_net net;
+  node& x = net.add("x", L + 1);
+  node& y = net.add("y", L + 2);
+  tamper_proxy proxy(port_of(y.endpoint), tamper_proxy::attack::none);
+  REQUIRE_FALSE(x.ov->add_port("tcp://127.0.0.1:" + std::to_string(proxy.port())));
+  link_up(net, x, y);
+  proxy.swallow(true);  // x writes ten packets that never reach y
+  for (std::uint32_t i = 0; i < 10; ++i) x.ov->inject(numbered(i));
+  REQUIRE(net.run_until([&] {
+    const auto v = x.ov->view();
+    return !v.links.empty() && v.links.front().unacked == 10;
+  }));
+  REQUIRE(x.ov->drop_link(y.ov->self()));
+
+  bool refused = false;
+  std::thread impostor([&] {
+    const int fd = phoenix::test::loopback_connect(port_of(x.endpoint));
+    if (fd < 0) return;
+    handshake hs(test_key(), L, y.ov->self(), "y", link_role::dialler, protection_mode::integrity);
+    const auto hello = make_control_frame(frame_type::hello, hs.hello_payload());
+    phoenix::test::send_all(fd, hello.data(), hello.size());
+    phoenix::test::frame_splitter in;
+    const auto theirs = phoenix::test::read_frame(fd, in, 5s);
+    if (theirs && !hs.on_hello(std::span(*theirs).subspan(frame_header_bytes))) {
+      const auto auth = make_control_frame(frame_type::auth, hs.auth_payload(1000));  // x sent 10
+      phoenix::test::send_all(fd, auth.data(), auth.size());
+      while (phoenix::test::read_frame(fd, in, 2s)) {}  // x's AUTH, until x closes the connection
+      refused = true;
+    }
+    ::close(fd);
+  });
+  net.run_until([&] { return refused; });
+  impostor.join();
+  REQUIRE(refused);
+  // The ten packets are still x's to deliver: through the proxy again, y gets every one.
+  proxy.swallow(false);
+  REQUIRE(net.run_until([&] { return y.received.size() >= 10; }));
+  net.io.run_for(50ms);
+  check_delivered_intact(y.received, 10);
 }
 
 TEST_CASE("security: a link is protected unless both ends turn protection off") {
