@@ -3,6 +3,7 @@
 // a neighbour's resource name, and a node without a key on a non-loopback address.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -213,7 +214,7 @@ TEST_CASE("security: a connection that claims to have received more than was sen
   }));
   REQUIRE(x.ov->drop_link(y.ov->self()));
 
-  bool refused = false;
+  std::atomic<bool> refused{false};  // written by the impostor thread
   std::thread impostor([&] {
     const int fd = phoenix::test::loopback_connect(port_of(x.endpoint));
     if (fd < 0) return;
@@ -230,9 +231,9 @@ TEST_CASE("security: a connection that claims to have received more than was sen
     }
     ::close(fd);
   });
-  net.run_until([&] { return refused; });
+  net.run_until([&] { return refused.load(); });
   impostor.join();
-  REQUIRE(refused);
+  REQUIRE(refused.load());
   // The ten packets are still x's to deliver: through the proxy again, y gets every one.
   proxy.swallow(false);
   REQUIRE(net.run_until([&] { return y.received.size() >= 10; }));
