@@ -10,6 +10,10 @@
 // Handshake frames (HELLO, AUTH, REFUSE) are never tagged: they come before the keys, and a REFUSE may follow
 // an AUTH the peer has not verified yet. A REFUSE can only close a connection, which anyone on the path can do.
 //
+// The tags are computed with libcrypto's GCM mode functions (modes.h) over the AES block of an EVP ECB
+// context: the same tags as EVP's AES-256-GCM, without its per-call provider overhead, which in OpenSSL 3.0
+// costs about 160 ns of the 216 a 64-byte frame takes (bench/frame_crypto, "aes256-gmac" and "gcm128-gmac").
+//
 // Contract: no I/O, no clock; one object per connection, used on its I/O context only. seal() and open() must
 // be called once per frame, in the order the frames are written and read. A libcrypto failure, which no peer
 // can cause, throws std::runtime_error.
@@ -24,6 +28,7 @@
 #include "overlay/handshake.hpp"
 
 struct evp_cipher_ctx_st;
+struct gcm128_context;
 
 namespace phoenix::overlay {
 
@@ -39,7 +44,7 @@ class frame_protection {
   frame_protection(frame_protection&&) noexcept;
   frame_protection& operator=(frame_protection&&) noexcept;
 
-  bool is_on() const { return send_.ctx != nullptr; }
+  bool is_on() const { return send_.gcm != nullptr; }
   std::size_t tag_bytes() const { return is_on() ? frame_tag_bytes : 0; }
 
   // The tag of the next frame this end sends: its pieces (header, payload parts) in order.
@@ -58,9 +63,11 @@ class frame_protection {
 
  private:
   struct direction {
-    evp_cipher_ctx_st* ctx = nullptr;  // keyed once; each frame sets only the nonce
+    evp_cipher_ctx_st* block = nullptr;  // AES-256 keyed once (ECB, one block at a time)
+    gcm128_context* gcm = nullptr;       // GHASH over that block cipher; each frame sets only the nonce
     std::uint64_t count = 0;
   };
+  static direction keyed(const secret_bytes& key);
   static frame_tag tag_of(direction& d, frame_pieces pieces);
   static void begin(direction& d);
   static void add(direction& d, std::span<const std::byte> piece);

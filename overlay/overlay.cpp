@@ -505,7 +505,7 @@ bool overlay::begin_direct_reads() {
   return true;
 }
 
-std::size_t overlay::read_direct() { return direct_ ? direct_->read_direct() : 0; }
+std::size_t overlay::read_direct() { return direct_ ? direct_->read_direct() : connection::direct_reads_stopped; }
 
 void overlay::end_direct_reads() {
   if (!direct_) return;

@@ -166,7 +166,8 @@ class overlay final : public connection_owner {
 
   // Direct reads while an application thread spins for a message (connection::begin_direct): the link that
   // brought the last data frame is read directly until end_direct_reads(); every other link, and that one
-  // again afterwards, through the event loop. begin returns false when there is no such link.
+  // again afterwards, through the event loop. begin returns false when there is no such link; read_direct
+  // returns connection::direct_reads_stopped once that link went back to the event loop.
   bool begin_direct_reads();
   std::size_t read_direct();
   void end_direct_reads();

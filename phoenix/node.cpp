@@ -285,6 +285,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   oc.loopback_only = public_key;
   overlay_ = std::make_unique<overlay::overlay>(progress_->io(), std::move(oc), resource_name_,
                                                 [this](overlay::packet&& p) { deliver(std::move(p)); });
+  static_assert(progress_engine::direct_reads::stopped == overlay::connection::direct_reads_stopped);
   progress_->set_direct_reads({[this] { return overlay_->begin_direct_reads(); },
                                [this] { return overlay_->read_direct(); },
                                [this] { overlay_->end_direct_reads(); }});

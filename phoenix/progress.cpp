@@ -63,6 +63,11 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       std::size_t ran = 0;
       if (direct && looks++ % event_loop_every != 0) {
         ran = direct_.read();
+        if (ran == direct_reads::stopped) {
+          direct_.end();
+          direct = false;
+          continue;
+        }
         if (ran == 0) {
           note_empty(empty_polls);
           continue;  // nothing arrived: done() cannot have changed

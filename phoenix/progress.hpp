@@ -25,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -50,7 +51,8 @@ class progress_engine {
   // Set once, before the node starts; called holding the token.
   struct direct_reads {
     std::function<bool()> begin;         // false: no link to read directly
-    std::function<std::size_t()> read;   // one look; the bytes read (and handled)
+    std::function<std::size_t()> read;   // one look; the bytes read (and handled), or stopped
+    static constexpr std::size_t stopped = std::numeric_limits<std::size_t>::max();  // the loop reads now
     std::function<void()> end;
   };
   void set_direct_reads(direct_reads r) { direct_ = std::move(r); }
