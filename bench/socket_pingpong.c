@@ -1,7 +1,8 @@
 /*
  * bench/socket_pingpong.c — the floor under bench/pingpong.cpp: a ping-pong over loopback TCP making only the system
  * calls a phoenix link makes for a message (a spinning epoll_wait that finds it, or with --spin-read non-blocking
- * reads repeated until one finds it, as phoenix's spinning receiver reads the link it expects a message on; reads
+ * reads repeated until one finds it, as phoenix's spinning receiver reads the link it expects a message on, and
+ * epoll_wait again for the rest of a message one read did not complete, as phoenix reads large bodies; reads
  * of at most --read-max bytes until one comes back short; one writev of head and body), with no runtime around
  * them. Set beside phoenix and
  * Open MPI it shows how much of a figure is the kernel's and how much the runtime's (README.md, Benchmarks), and
@@ -95,9 +96,11 @@ static void send_message(struct link* l, size_t head, const char* body, size_t s
 /* Reads the head and then the body as one stream (one recvmsg may fill the end of one and the start of the
  * other, as phoenix's frame decoder reads a frame), at most read_max bytes per call, waiting for readiness after a
  * short read: by epoll_wait, or with spin_read by reading again at once (the socket stays registered with epoll,
- * as phoenix's are). */
+ * as phoenix's are) until a read leaves the message incomplete: then by epoll_wait for the rest, as phoenix
+ * hands a large body back to its event loop (docs/overlay.md, "Direct reads"). */
 static void receive_message(struct link* l, size_t head, char* body, size_t size, size_t read_max, int spin_read) {
   size_t total = head + size, done = 0;
+  int spinning = spin_read;
   while (done < total) {
     struct iovec iov[2];
     size_t n = 0, want = 0;
@@ -120,9 +123,10 @@ static void receive_message(struct link* l, size_t head, char* body, size_t size
     ssize_t r = recvmsg(l->fd, &msg, 0);
     if (r > 0) {
       done += (size_t)r;
-      if ((size_t)r < want && done < total && !spin_read) await_events(l, EPOLLIN);
+      if (done < total) spinning = 0;
+      if ((size_t)r < want && done < total) await_events(l, EPOLLIN);
     } else if (r < 0 && errno == EAGAIN) {
-      if (!spin_read) await_events(l, EPOLLIN);
+      if (!spinning) await_events(l, EPOLLIN);
     } else {
       errno = r == 0 ? ECONNRESET : errno;
       die("recvmsg");

@@ -33,15 +33,6 @@ void handshake_caps::release(const std::string& address) {
   if (--it->second == 0) by_address_.erase(it);
 }
 
-std::optional<std::uint64_t> log_gate::pass(std::chrono::steady_clock::time_point now) {
-  if (last_ && now - *last_ < interval_) {
-    ++suppressed_;
-    return std::nullopt;
-  }
-  last_ = now;
-  return std::exchange(suppressed_, 0);
-}
-
 std::string address_part(const std::string& endpoint) {
   const auto colon = endpoint.rfind(':');
   return colon == std::string::npos ? endpoint : endpoint.substr(0, colon);

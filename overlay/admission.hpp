@@ -1,5 +1,5 @@
 // admission.hpp — the pure parts of the accept path: backing off while accept() fails, capping handshakes in
-// progress, and rate-limiting log lines a peer can trigger. No I/O; the clock is passed in. One thread.
+// progress (lines a peer can trigger go through log_budget.hpp). No I/O; the clock is passed in. One thread.
 #pragma once
 
 #include <chrono>
@@ -46,19 +46,6 @@ class handshake_caps {
   std::size_t total_, per_address_;
   std::size_t in_progress_ = 0;
   std::map<std::string, std::size_t> by_address_;
-};
-
-// At most one line per interval; the line that passes says how many were held back since the last.
-class log_gate {
- public:
-  explicit log_gate(std::chrono::steady_clock::duration interval) : interval_(interval) {}
-  // The number of lines suppressed since the last one that passed, if a line may pass now.
-  std::optional<std::uint64_t> pass(std::chrono::steady_clock::time_point now);
-
- private:
-  std::chrono::steady_clock::duration interval_;
-  std::optional<std::chrono::steady_clock::time_point> last_;
-  std::uint64_t suppressed_ = 0;
 };
 
 // "1.2.3.4" of "1.2.3.4:567", "::1" of "::1:567": the address part of an endpoint text.

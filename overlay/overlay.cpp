@@ -184,7 +184,7 @@ void overlay::dial_ssh(dialer& d) {
           return;
         }
         if (!channel) {
-          log_link_failure(d.text, f.refused, d.failures++, f.text);
+          log_link_failure(d.text, f.refused, d.failures++, f.text, d.refusal_log);
           schedule_redial(d, f.refused ? 10 : 1);
           return;
         }
@@ -287,10 +287,7 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
 }
 
 void overlay::refuse_displacement(const std::shared_ptr<connection>& c, const neighbour& nb) {
-  const auto now = clock::now();
-  auto [it, fresh] = refusals_warned_.emplace("displacement", now);
-  const bool warn = fresh || now - it->second > std::chrono::minutes(1);
-  if (warn) it->second = now;
+  const bool warn = displacement_log_.pass(clock::now()).has_value();
   logger()->log(warn ? spdlog::level::warn : spdlog::level::debug,
                 "{}: a second link claiming to be {} ({}) via {} did not prove it continues the working link's "
                 "session: closed it, keeping the working link",
@@ -320,7 +317,8 @@ void overlay::on_connection_down(const std::shared_ptr<connection>& c, const std
     for (auto& p : unsent) route(std::move(p));
     routing_changed();
   } else {
-    log_link_failure(d ? d->text : c->remote(), c->was_refused(), d ? d->failures++ : 1, reason);
+    log_link_failure(d ? d->text : c->remote(), c->was_refused(), d ? d->failures++ : 1, reason,
+                     d ? d->refusal_log : inbound_refusal_log_);
   }
   // A refused handshake is a configuration mismatch that retrying soon will not fix: back off.
   if (d) schedule_redial(*d, c->was_refused() ? 10 : 1);
@@ -343,23 +341,23 @@ void overlay::arm_memory_trim() {
 #endif
 }
 
-// A refusal (another key, L or version) is a configuration problem: warn, but at most once a minute per
-// endpoint. A failed attempt is normal (the peer is not up yet, or unreachable): info once, then debug.
+// A refusal (another key, L or version) is a configuration problem: a warning, within `refusals` (the
+// dialler's own, or the one all incoming connections share); past it, debug. A failed attempt is normal (the
+// peer is not up yet, or unreachable): info once, then debug.
 void overlay::log_link_failure(const std::string& endpoint, bool refused, unsigned failures,
-                               const std::string& reason) {
-  auto level = failures == 0 ? spdlog::level::info : spdlog::level::debug;
-  if (refused) {
-    const auto host = endpoint.substr(0, endpoint.rfind(':'));
-    const auto now = clock::now();
-    auto [it, fresh] = refusals_warned_.emplace(host, now);
-    if (fresh || now - it->second > std::chrono::minutes(1)) {
-      it->second = now;
-      level = spdlog::level::warn;
-    } else {
-      level = spdlog::level::debug;
-    }
+                               const std::string& reason, log_budget& refusals) {
+  if (!refused) {
+    logger()->log(failures == 0 ? spdlog::level::info : spdlog::level::debug, "{}: link {} failed: {}",
+                  config_.name, endpoint, reason);
+    return;
   }
-  logger()->log(level, "{}: link {} failed: {}", config_.name, endpoint, reason);
+  if (const auto held_back = refusals.pass(clock::now()); held_back && *held_back > 0) {
+    logger()->warn("{}: link {} failed: {} ({} more refusals since the last such line)", config_.name, endpoint,
+                   reason, *held_back);
+  } else {
+    logger()->log(held_back ? spdlog::level::warn : spdlog::level::debug, "{}: link {} failed: {}",
+                  config_.name, endpoint, reason);
+  }
 }
 
 bool overlay::drop_link(node_id peer) {

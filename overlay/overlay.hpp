@@ -32,6 +32,7 @@
 #include "overlay/connection.hpp"
 #include "overlay/interval_set.hpp"
 #include "overlay/link_session.hpp"
+#include "overlay/log_budget.hpp"
 #include "overlay/listener.hpp"
 #include "overlay/packet.hpp"
 #include "overlay/route_table.hpp"
@@ -209,6 +210,7 @@ class overlay final : public connection_owner {
     std::shared_ptr<connection> conn;
     node_id peer = 0;  // learned at the first handshake
     unsigned failures = 0;
+    log_budget refusal_log{std::chrono::minutes(1)};  // a refusal is a configuration problem: warn once a minute
   };
 
   void route(packet p);
@@ -226,7 +228,8 @@ class overlay final : public connection_owner {
   void dial_ssh(dialer& d);
   std::shared_ptr<ssh_session> ssh_session_for(const address& a);
   void schedule_redial(dialer& d, unsigned intervals = 1);
-  void log_link_failure(const std::string& endpoint, bool refused, unsigned failures, const std::string& reason);
+  void log_link_failure(const std::string& endpoint, bool refused, unsigned failures, const std::string& reason,
+                        log_budget& refusals);
   dialer* dialer_of(const connection& c);
   std::shared_ptr<connection> make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s);
   void start_connection(std::shared_ptr<connection> c);
@@ -270,7 +273,10 @@ class overlay final : public connection_owner {
   std::uint64_t out_of_hops_ = 0;
   std::uint64_t routing_bytes_sent_ = 0;
   std::atomic<std::uint64_t> held_bytes_{0};
-  std::map<std::string, std::chrono::steady_clock::time_point> refusals_warned_;
+  // Warnings anyone can trigger: refused connections that came in (from any number of addresses, so one budget
+  // for all of them) and connections that claimed a working link without proving they continue it.
+  log_budget inbound_refusal_log_{std::chrono::minutes(1), 5};
+  log_budget displacement_log_{std::chrono::minutes(1)};
   bool leaving_ = false;         // begin_shutdown: neighbours are told; links still accepted and redialled
   bool saying_goodbye_ = false;  // say_goodbye: every link that comes up hears goodbye at once
   std::chrono::steady_clock::time_point goodbye_since_{};  // when say_goodbye was called

@@ -95,20 +95,4 @@ control_verdict control_guard::check(const control_packet& request, std::uint64_
   return {};
 }
 
-bool warning_budget::allow(std::uint64_t now_ms, std::uint64_t* suppressed) {
-  if (!started_ || now_ms - window_start_ >= window_ms_ || now_ms < window_start_) {
-    started_ = true;
-    window_start_ = now_ms;
-    used_ = 0;
-  }
-  if (used_ >= burst_) {
-    ++suppressed_;
-    return false;
-  }
-  ++used_;
-  if (suppressed) *suppressed = suppressed_;
-  suppressed_ = 0;
-  return true;
-}
-
 }  // namespace phoenix

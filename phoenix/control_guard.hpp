@@ -75,20 +75,4 @@ class control_guard {
   replay_cache replay_;
 };
 
-// At most `burst` warnings per window; the rest are counted, and the next one allowed reports how many.
-class warning_budget {
- public:
-  warning_budget(std::uint64_t window_ms, std::uint32_t burst) : window_ms_(window_ms), burst_(burst) {}
-  // True: log this one, mentioning *suppressed earlier ones not logged (then reset to 0).
-  bool allow(std::uint64_t now_ms, std::uint64_t* suppressed);
-
- private:
-  std::uint64_t window_ms_;
-  std::uint32_t burst_;
-  std::uint64_t window_start_ = 0;
-  std::uint32_t used_ = 0;
-  bool started_ = false;
-  std::uint64_t suppressed_ = 0;
-};
-
 }  // namespace phoenix

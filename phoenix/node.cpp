@@ -17,6 +17,7 @@
 #include "migration/message.hpp"
 #include "overlay/cluster_key.hpp"
 #include "overlay/log.hpp"
+#include "overlay/log_budget.hpp"
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"
 #include "phoenix/control_guard.hpp"
@@ -102,10 +103,6 @@ std::uint64_t wall_clock_ms() {
                                         std::chrono::system_clock::now().time_since_epoch())
                                         .count());
 }
-std::uint64_t steady_ms() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch()).count());
-}
 
 }  // namespace
 
@@ -174,10 +171,10 @@ class Node::Impl {
   controller_key control_signer_;
   std::uint64_t control_malformed_ = 0;
   std::uint64_t control_refused_ = 0;
-  warning_budget control_warnings_{10'000, 5};
+  overlay::log_budget control_warnings_{std::chrono::seconds(10), 5};
   // Messages with a negative tag nothing can receive (deliver), dropped and counted; warnings budgeted.
   std::uint64_t unreceivable_dropped_ = 0;
-  warning_budget drop_warnings_{10'000, 1};
+  overlay::log_budget drop_warnings_{std::chrono::seconds(10)};
   // From initialize's log (a suspend's), taken up when the application sets its state handlers.
   std::vector<suspended_interval> restore_;
   // The state handlers, for suspend and the taking up of restore_ (the application's thread).
@@ -763,18 +760,17 @@ std::error_code Node::Impl::load_control_keys() {
 // A tag no application and no service can receive: held, it would stay in the inbox for ever.
 void Node::Impl::drop_unreceivable(const overlay::packet& p) {
   ++unreceivable_dropped_;
-  std::uint64_t suppressed = 0;
-  if (!drop_warnings_.allow(steady_ms(), &suppressed)) return;
+  if (!drop_warnings_.pass(std::chrono::steady_clock::now())) return;
   logger()->warn("{}: dropped a message with tag {} from {}, which nothing can receive ({} so far)", config_.name,
                  p.tag, p.source, unreceivable_dropped_);
 }
 
 void Node::Impl::warn_control(const std::string& what) {
-  std::uint64_t suppressed = 0;
-  if (!control_warnings_.allow(steady_ms(), &suppressed)) return;
-  if (suppressed)
+  const auto suppressed = control_warnings_.pass(std::chrono::steady_clock::now());
+  if (!suppressed) return;
+  if (*suppressed)
     logger()->warn("{}: {} ({} more control warnings suppressed; {} malformed, {} refused so far)",
-                   config_.name, what, suppressed, control_malformed_, control_refused_);
+                   config_.name, what, *suppressed, control_malformed_, control_refused_);
   else
     logger()->warn("{}: {}", config_.name, what);
 }

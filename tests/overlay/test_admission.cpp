@@ -40,16 +40,6 @@ TEST_CASE("admission: handshakes are capped per address and in total, and releas
   CHECK(caps.try_admit("10.0.0.3") == handshake_caps::verdict::over_total);
 }
 
-TEST_CASE("admission: the log gate passes one line per interval and counts the rest") {
-  log_gate gate(10s);
-  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
-  CHECK(gate.pass(t0) == 0u);
-  CHECK_FALSE(gate.pass(t0 + 1s));
-  CHECK_FALSE(gate.pass(t0 + 9s));
-  CHECK(gate.pass(t0 + 10s) == 2u);
-  CHECK(gate.pass(t0 + 30s) == 0u);
-}
-
 TEST_CASE("admission: address_part drops the port of IPv4 and IPv6 endpoints") {
   CHECK(address_part("127.0.0.2:4000") == "127.0.0.2");
   CHECK(address_part("::1:4000") == "::1");

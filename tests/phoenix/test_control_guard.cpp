@@ -168,17 +168,6 @@ TEST_CASE("replay cache: full of live entries it refuses new ones, and admits ag
   CHECK(cache.size() == 2);
 }
 
-TEST_CASE("warning budget: a burst per window is logged, the rest counted and reported with the next one") {
-  warning_budget budget(10'000, 2);
-  std::uint64_t suppressed = 99;
-  CHECK(budget.allow(0, &suppressed));
-  CHECK(suppressed == 0);
-  CHECK(budget.allow(1, &suppressed));
-  for (int i = 0; i < 5; ++i) CHECK_FALSE(budget.allow(2, &suppressed));
-  CHECK(budget.allow(10'001, &suppressed));
-  CHECK(suppressed == 5);
-}
-
 TEST_CASE("control key file: keys load from PEM, a private key open to others is warned about, and bad files "
           "name the fix") {
   test::temp_dir dir;
