@@ -47,6 +47,7 @@
 namespace {
 
 namespace ov = phoenix::overlay;
+namespace base = phoenix::base;
 using steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -188,7 +189,7 @@ class network {
       c.cluster_key = ov::development_key();
       c.full_dump_interval = dump_interval;
       nodes_.push_back(std::make_unique<ov::overlay>(io, std::move(c), name(i), [](ov::packet&&) {}));
-      nodes_.back()->assume(ov::interval{i * k_vnodes_per_node, (i + 1) * k_vnodes_per_node});
+      nodes_.back()->assume(base::interval{i * k_vnodes_per_node, (i + 1) * k_vnodes_per_node});
     }
   }
 

@@ -1,12 +1,12 @@
 // log.hpp — the migration module's spdlog logger ("migration"), quiet (warn) by default; see overlay/log.hpp.
 #pragma once
 
-#include "overlay/log.hpp"
+#include "base/log.hpp"
 
 namespace phoenix::migration {
 
 inline const std::shared_ptr<spdlog::logger>& logger() {
-  static const auto instance = overlay::module_logger("migration");
+  static const auto instance = base::module_logger("migration");
   return instance;
 }
 

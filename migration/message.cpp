@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "overlay/frame.hpp"  // store_le / load_le
+#include "base/wire.hpp"
 
 namespace phoenix::migration {
 
@@ -46,10 +46,10 @@ Bytes encode(const message& m) {
   Bytes out(message_head_bytes + (m.what == kind::state_chunk ? m.chunk.size() : 0));
   std::byte* p = out.data();
   p[0] = static_cast<std::byte>(m.what);
-  overlay::store_le<std::uint64_t>(p + 1, m.from);
-  overlay::store_le<std::uint64_t>(p + 9, m.span.lo);
-  overlay::store_le<std::uint64_t>(p + 17, m.span.hi);
-  overlay::store_le<std::uint64_t>(p + 25, m.number);
+  base::store_le<std::uint64_t>(p + 1, m.from);
+  base::store_le<std::uint64_t>(p + 9, m.span.lo);
+  base::store_le<std::uint64_t>(p + 17, m.span.hi);
+  base::store_le<std::uint64_t>(p + 25, m.number);
   if (m.what == kind::state_chunk && !m.chunk.empty()) {
     std::memcpy(p + message_head_bytes, m.chunk.data(), m.chunk.size());
   }
@@ -63,10 +63,10 @@ std::optional<message> decode(std::span<const std::byte> body) {
     return std::nullopt;
   message m;
   m.what = static_cast<kind>(k);
-  m.from = overlay::load_le<std::uint64_t>(body.data() + 1);
-  m.span.lo = overlay::load_le<std::uint64_t>(body.data() + 9);
-  m.span.hi = overlay::load_le<std::uint64_t>(body.data() + 17);
-  m.number = overlay::load_le<std::uint64_t>(body.data() + 25);
+  m.from = base::load_le<std::uint64_t>(body.data() + 1);
+  m.span.lo = base::load_le<std::uint64_t>(body.data() + 9);
+  m.span.hi = base::load_le<std::uint64_t>(body.data() + 17);
+  m.number = base::load_le<std::uint64_t>(body.data() + 25);
   if (m.what == kind::state_chunk) {
     m.chunk = body.subspan(message_head_bytes);
   } else if (body.size() != message_head_bytes) {

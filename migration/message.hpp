@@ -16,12 +16,12 @@
 #include <span>
 #include <string_view>
 
-#include "overlay/interval_set.hpp"
+#include "base/interval_set.hpp"
 
 namespace phoenix::migration {
 
 using vp_t = std::uint64_t;
-using overlay::interval;
+using base::interval;
 
 // The overlay tag of every migration message. Negative: ph_send refuses it, so applications cannot forge one.
 inline constexpr std::int32_t protocol_tag = -2;

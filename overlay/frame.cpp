@@ -57,19 +57,19 @@ const char* to_string(frame_error e) {
 }
 
 void encode_frame_header(std::byte* out, frame_type type, std::uint32_t length) {
-  store_le<std::uint16_t>(out, frame_magic);
+  base::store_le<std::uint16_t>(out, frame_magic);
   out[2] = static_cast<std::byte>(frame_version);
   out[3] = static_cast<std::byte>(type);
-  store_le<std::uint32_t>(out + 4, length);
+  base::store_le<std::uint32_t>(out + 4, length);
 }
 
 frame_error decode_frame_header(std::span<const std::byte, frame_header_bytes> in, std::uint32_t max_payload,
                                 frame_header& out) {
-  if (load_le<std::uint16_t>(in.data()) != frame_magic) return frame_error::bad_magic;
+  if (base::load_le<std::uint16_t>(in.data()) != frame_magic) return frame_error::bad_magic;
   if (static_cast<std::uint8_t>(in[2]) != frame_version) return frame_error::bad_version;
   const auto type = static_cast<std::uint8_t>(in[3]);
   if (!is_known_frame_type(type)) return frame_error::unknown_type;
-  const auto length = load_le<std::uint32_t>(in.data() + 4);
+  const auto length = base::load_le<std::uint32_t>(in.data() + 4);
   if (length > max_payload || length > hard_max_payload) return frame_error::too_large;
   out.type = static_cast<frame_type>(type);
   out.length = length;
@@ -77,25 +77,25 @@ frame_error decode_frame_header(std::span<const std::byte, frame_header_bytes> i
 }
 
 void encode_data_head(std::byte* out, const data_head& h) {
-  store_le<std::uint64_t>(out, h.seq);
-  store_le<std::uint64_t>(out + 8, h.ack);
-  store_le<std::uint64_t>(out + 16, h.dest);
-  store_le<std::uint64_t>(out + 24, h.source);
-  store_le<std::uint32_t>(out + 32, static_cast<std::uint32_t>(h.tag));
+  base::store_le<std::uint64_t>(out, h.seq);
+  base::store_le<std::uint64_t>(out + 8, h.ack);
+  base::store_le<std::uint64_t>(out + 16, h.dest);
+  base::store_le<std::uint64_t>(out + 24, h.source);
+  base::store_le<std::uint32_t>(out + 32, static_cast<std::uint32_t>(h.tag));
   out[36] = static_cast<std::byte>(h.hops_left);
   out[37] = std::byte{0};  // flags, none defined yet
-  store_le<std::uint16_t>(out + 38, 0);
+  base::store_le<std::uint16_t>(out + 38, 0);
 }
 
 frame_error decode_data_head(std::span<const std::byte> payload, data_head& out) {
   if (payload.size() < data_head_bytes) return frame_error::bad_payload;
   const std::byte* p = payload.data();
-  if (p[37] != std::byte{0} || load_le<std::uint16_t>(p + 38) != 0) return frame_error::bad_payload;
-  out.seq = load_le<std::uint64_t>(p);
-  out.ack = load_le<std::uint64_t>(p + 8);
-  out.dest = load_le<std::uint64_t>(p + 16);
-  out.source = load_le<std::uint64_t>(p + 24);
-  out.tag = static_cast<std::int32_t>(load_le<std::uint32_t>(p + 32));
+  if (p[37] != std::byte{0} || base::load_le<std::uint16_t>(p + 38) != 0) return frame_error::bad_payload;
+  out.seq = base::load_le<std::uint64_t>(p);
+  out.ack = base::load_le<std::uint64_t>(p + 8);
+  out.dest = base::load_le<std::uint64_t>(p + 16);
+  out.source = base::load_le<std::uint64_t>(p + 24);
+  out.tag = static_cast<std::int32_t>(base::load_le<std::uint32_t>(p + 32));
   out.hops_left = static_cast<std::uint8_t>(p[36]);
   return frame_error::none;
 }
@@ -110,13 +110,13 @@ std::vector<std::byte> make_control_frame(frame_type type, std::span<const std::
 std::vector<std::byte> make_ack_frame(frame_type type, std::uint64_t ack) {
   std::vector<std::byte> f(frame_header_bytes + 8);
   encode_frame_header(f.data(), type, 8);
-  store_le<std::uint64_t>(f.data() + frame_header_bytes, ack);
+  base::store_le<std::uint64_t>(f.data() + frame_header_bytes, ack);
   return f;
 }
 
 std::optional<std::uint64_t> decode_ack_payload(std::span<const std::byte> payload) {
   if (payload.size() != 8) return std::nullopt;
-  return load_le<std::uint64_t>(payload.data());
+  return base::load_le<std::uint64_t>(payload.data());
 }
 
 // --- frame_decoder ------------------------------------------------------------------------------------------

@@ -29,6 +29,9 @@
 
 #include <phoenix/bytes.hpp>
 
+#include "base/buffer_pool.hpp"
+#include "base/wire.hpp"
+
 namespace phoenix::overlay {
 
 inline constexpr std::uint16_t frame_magic = 0x5850;
@@ -68,24 +71,14 @@ struct frame_header {
 enum class frame_error { none, bad_magic, bad_version, unknown_type, too_large, bad_payload };
 const char* to_string(frame_error e);
 
-// Little-endian stores and loads into fixed positions, for the hot path's fixed-size heads.
-template <typename T>
-constexpr void store_le(std::byte* out, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<std::byte>(v >> (8 * i));
-}
-template <typename T>
-constexpr T load_le(const std::byte* in) {
-  T v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(in[i]) << (8 * i));
-  return v;
-}
-
 void encode_frame_header(std::byte* out, frame_type type, std::uint32_t length);
 frame_error decode_frame_header(std::span<const std::byte, frame_header_bytes> in, std::uint32_t max_payload,
                                 frame_header& out);
 
 // The fixed head of a data frame's payload.
 inline constexpr std::size_t data_head_bytes = 40;
+static_assert(frame_header_bytes + data_head_bytes == base::pool_data_lead_bytes,
+              "bodies are pooled where a write places them (base/buffer_pool.hpp)");
 struct data_head {
   std::uint64_t seq = 0;    // link sequence number (link_session)
   std::uint64_t ack = 0;    // piggybacked cumulative ack for the reverse direction

@@ -84,7 +84,7 @@ void frame_protection::release(direction& d) {
 void frame_protection::begin(direction& d) {
   if (d.count == UINT64_MAX) throw std::runtime_error("frame counter exhausted");
   std::array<unsigned char, 12> nonce{};
-  store_le<std::uint64_t>(reinterpret_cast<std::byte*>(nonce.data()), d.count++);
+  base::store_le<std::uint64_t>(reinterpret_cast<std::byte*>(nonce.data()), d.count++);
   CRYPTO_gcm128_setiv(d.gcm, nonce.data(), nonce.size());
 }
 

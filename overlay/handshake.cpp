@@ -15,7 +15,7 @@
 #include <string_view>
 #include <utility>
 
-#include "overlay/wire.hpp"
+#include "base/wire.hpp"
 
 namespace phoenix::overlay {
 namespace {
@@ -61,7 +61,7 @@ nonce_bytes random_nonce() {
 
 // HELLO layout after the u16 version, which on_hello() reads first. Returns why the HELLO is malformed, or
 // nullopt when `h` was filled in.
-std::optional<std::string> decode_hello_body(reader& r, hello& h) {
+std::optional<std::string> decode_hello_body(base::reader& r, hello& h) {
   std::uint8_t name_len = 0;
   std::uint8_t role = 0;
   std::uint8_t protection = 0;
@@ -192,7 +192,7 @@ const char* to_string(refuse_reason reason) {
 }
 
 mac_bytes auth_mac(std::span<const std::byte> cluster_key, const auth_fields& f) {
-  writer w;
+  base::writer w;
   w.put_bytes(std::as_bytes(std::span(auth_label)))
       .put_u16(f.version)
       .put_u64(f.space_size)
@@ -212,7 +212,7 @@ mac_bytes auth_mac(std::span<const std::byte> cluster_key, const auth_fields& f)
 }
 
 mac_bytes continuity_proof(const secret_bytes& session_secret, const auth_fields& f) {
-  writer w;
+  base::writer w;
   w.put_bytes(std::as_bytes(std::span(continuity_label)))
       .put_u64(f.sender_resource_name)
       .put_u64(f.receiver_resource_name)
@@ -235,9 +235,9 @@ link_keys derive_link_keys(std::span<const std::byte> cluster_key, std::span<con
   const bool dialler = self.role == link_role::dialler;
   const hello& d = dialler ? self : peer;
   const hello& a = dialler ? peer : self;
-  writer salt;
+  base::writer salt;
   salt.put_bytes(as_byte_span(d.nonce)).put_bytes(as_byte_span(a.nonce));
-  writer info;
+  base::writer info;
   info.put_bytes(std::as_bytes(std::span(keys_label)))
       .put_u16(self.version)
       .put_u64(self.space_size)
@@ -328,7 +328,7 @@ void handshake::wipe_key() {
 }
 
 std::vector<std::byte> handshake::hello_payload() const {
-  writer w;
+  base::writer w;
   w.put_u16(own_.version)
       .put_u64(own_.space_size)
       .put_u64(own_.resource_name)
@@ -351,7 +351,7 @@ std::optional<refusal> handshake::fail(refuse_reason reason, std::string text) {
 std::optional<refusal> handshake::on_hello(std::span<const std::byte> payload) {
   if (state_ == state::failed) return failure_;
   if (state_ != state::awaiting_hello) return fail(refuse_reason::malformed, "second HELLO");
-  reader r(payload);
+  base::reader r(payload);
   std::uint16_t version = 0;
   if (!r.get_u16(version)) return fail(refuse_reason::malformed, "HELLO truncated");
   // The version comes first and is checked before the rest: a newer peer's HELLO may be laid out differently,
@@ -428,7 +428,7 @@ std::vector<std::byte> handshake::auth_payload(std::uint64_t resume_ack,
   const auth_fields f = fields(true, resume_ack);
   const mac_bytes mac = auth_mac(key_, f);
   const mac_bytes proof = session_secret ? continuity_proof(*session_secret, f) : mac_bytes{};
-  writer w;
+  base::writer w;
   w.put_bytes(std::as_bytes(std::span(mac))).put_u64(resume_ack).put_bytes(std::as_bytes(std::span(proof)));
   return std::move(w).take();
 }
@@ -437,7 +437,7 @@ std::optional<refusal> handshake::on_auth(std::span<const std::byte> payload) {
   if (state_ == state::failed) return failure_;
   if (state_ == state::awaiting_hello) return fail(refuse_reason::malformed, "AUTH before HELLO");
   if (state_ == state::complete) return fail(refuse_reason::malformed, "second AUTH");
-  reader r(payload);
+  base::reader r(payload);
   mac_bytes received{};
   std::uint64_t resume_ack = 0;
   mac_bytes proof{};
@@ -476,7 +476,7 @@ bool handshake::proves_continuity(const secret_bytes& session_secret) const {
 
 std::vector<std::byte> handshake::refuse_payload(const refusal& r) {
   const std::string text = truncate_utf8(r.text, max_refuse_text_bytes);
-  writer w;
+  base::writer w;
   w.put_u16(static_cast<std::uint16_t>(r.reason))
       .put_u8(static_cast<std::uint8_t>(text.size()))
       .put_bytes(std::as_bytes(std::span(text)));
@@ -484,7 +484,7 @@ std::vector<std::byte> handshake::refuse_payload(const refusal& r) {
 }
 
 std::optional<refusal> handshake::decode_refuse(std::span<const std::byte> payload) {
-  reader r(payload);
+  base::reader r(payload);
   std::uint16_t reason = 0;
   std::uint8_t text_len = 0;
   if (!(r.get_u16(reason) && r.get_u8(text_len)) || text_len > max_refuse_text_bytes) return std::nullopt;

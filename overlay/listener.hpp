@@ -15,7 +15,7 @@
 #include <asio.hpp>
 
 #include "overlay/admission.hpp"
-#include "overlay/log_budget.hpp"
+#include "base/log_budget.hpp"
 
 namespace phoenix::overlay {
 
@@ -59,7 +59,7 @@ class listener {
   asio::steady_timer backoff_timer_;
   accept_backoff backoff_;
   handshake_caps caps_;
-  log_budget refusal_log_{std::chrono::seconds(10)};
+  base::log_budget refusal_log_{std::chrono::seconds(10)};
   std::uint64_t accept_failures_ = 0;
   std::uint64_t refused_ = 0;
   // Handlers may outlive close() by one run of the loop; they check this before touching anything.

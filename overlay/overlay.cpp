@@ -16,7 +16,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-std::vector<route_interval> to_route_intervals(const interval_set& s) {
+std::vector<route_interval> to_route_intervals(const base::interval_set& s) {
   std::vector<route_interval> out;
   for (const auto& i : s.intervals()) out.push_back(route_interval{i.lo, i.hi});
   return out;
@@ -345,7 +345,7 @@ void overlay::arm_memory_trim() {
 // dialler's own, or the one all incoming connections share); past it, debug. A failed attempt is normal (the
 // peer is not up yet, or unreachable): info once, then debug.
 void overlay::log_link_failure(const std::string& endpoint, bool refused, unsigned failures,
-                               const std::string& reason, log_budget& refusals) {
+                               const std::string& reason, base::log_budget& refusals) {
   if (!refused) {
     logger()->log(failures == 0 ? spdlog::level::info : spdlog::level::debug, "{}: link {} failed: {}",
                   config_.name, endpoint, reason);
@@ -619,18 +619,18 @@ void overlay::flush_waiting() {
   release_held_acks();
 }
 
-interval_set::result overlay::assume(interval s) {
+base::interval_set::result overlay::assume(base::interval s) {
   const auto r = own_.add(s);
-  if (r == interval_set::result::ok) {
+  if (r == base::interval_set::result::ok) {
     table_.set_local_intervals(to_route_intervals(own_), clock::now());
     routing_changed();
   }
   return r;
 }
 
-interval_set::result overlay::release(interval s) {
+base::interval_set::result overlay::release(base::interval s) {
   const auto r = own_.remove(s);
-  if (r == interval_set::result::ok) {
+  if (r == base::interval_set::result::ok) {
     table_.set_local_intervals(to_route_intervals(own_), clock::now());
     routing_changed();
   }

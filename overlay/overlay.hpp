@@ -30,9 +30,9 @@
 
 #include "overlay/address.hpp"
 #include "overlay/connection.hpp"
-#include "overlay/interval_set.hpp"
+#include "base/interval_set.hpp"
 #include "overlay/link_session.hpp"
-#include "overlay/log_budget.hpp"
+#include "base/log_budget.hpp"
 #include "overlay/listener.hpp"
 #include "overlay/packet.hpp"
 #include "overlay/route_table.hpp"
@@ -79,7 +79,7 @@ struct link_view {
 struct overlay_view {
   node_id self = 0;
   std::uint64_t seqno = 0;
-  std::vector<interval> assumed;
+  std::vector<base::interval> assumed;
   std::vector<route_table::route_view> routes;
   std::vector<link_view> links;
   std::uint64_t waiting_messages = 0;
@@ -122,10 +122,10 @@ class overlay final : public connection_owner {
   void inject(packet p);
 
   // Mapping: the intervals of [0, L) this node assumes.
-  interval_set::result assume(interval s);
-  interval_set::result release(interval s);
+  base::interval_set::result assume(base::interval s);
+  base::interval_set::result release(base::interval s);
   bool assumes(std::uint64_t vnode) const { return own_.contains(vnode); }
-  const interval_set& assumed() const { return own_; }
+  const base::interval_set& assumed() const { return own_; }
 
   // Leaving: tell every neighbour `leaving` (links keep being accepted and redialled, so that one that breaks
   // now comes back and its session delivers what it holds); each stops routing through this
@@ -210,7 +210,7 @@ class overlay final : public connection_owner {
     std::shared_ptr<connection> conn;
     node_id peer = 0;  // learned at the first handshake
     unsigned failures = 0;
-    log_budget refusal_log{std::chrono::minutes(1)};  // a refusal is a configuration problem: warn once a minute
+    base::log_budget refusal_log{std::chrono::minutes(1)};  // a refusal is a configuration problem: warn once a minute
   };
 
   void route(packet p);
@@ -229,7 +229,7 @@ class overlay final : public connection_owner {
   std::shared_ptr<ssh_session> ssh_session_for(const address& a);
   void schedule_redial(dialer& d, unsigned intervals = 1);
   void log_link_failure(const std::string& endpoint, bool refused, unsigned failures, const std::string& reason,
-                        log_budget& refusals);
+                        base::log_budget& refusals);
   dialer* dialer_of(const connection& c);
   std::shared_ptr<connection> make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s);
   void start_connection(std::shared_ptr<connection> c);
@@ -264,7 +264,7 @@ class overlay final : public connection_owner {
   bool hop_retry_armed_ = false;
   asio::steady_timer trim_timer_;  // armed while closed connections' memory waits to go back (arm_memory_trim)
   bool trim_armed_ = false;
-  interval_set own_;
+  base::interval_set own_;
   std::deque<packet> waiting_;
   std::uint64_t waiting_bytes_ = 0;
   std::unordered_map<std::uint64_t, std::uint32_t> waiting_dests_;  // destinations in waiting_, with counts
@@ -275,8 +275,8 @@ class overlay final : public connection_owner {
   std::atomic<std::uint64_t> held_bytes_{0};
   // Warnings anyone can trigger: refused connections that came in (from any number of addresses, so one budget
   // for all of them) and connections that claimed a working link without proving they continue it.
-  log_budget inbound_refusal_log_{std::chrono::minutes(1), 5};
-  log_budget displacement_log_{std::chrono::minutes(1)};
+  base::log_budget inbound_refusal_log_{std::chrono::minutes(1), 5};
+  base::log_budget displacement_log_{std::chrono::minutes(1)};
   bool leaving_ = false;         // begin_shutdown: neighbours are told; links still accepted and redialled
   bool saying_goodbye_ = false;  // say_goodbye: every link that comes up hears goodbye at once
   std::chrono::steady_clock::time_point goodbye_since_{};  // when say_goodbye was called

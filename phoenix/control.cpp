@@ -19,11 +19,11 @@ Bytes encode_control(const control_packet& p) {
   Bytes b(text_at + p.text.size());
   b[0] = static_cast<std::byte>(sealed ? sealed_request : static_cast<std::uint8_t>(p.what));
   b[1] = static_cast<std::byte>(p.ok ? 1 : 0);
-  overlay::store_le<std::uint64_t>(b.data() + 2, p.id);
+  base::store_le<std::uint64_t>(b.data() + 2, p.id);
   if (sealed) {
     std::byte* s = b.data() + head_bytes;
-    overlay::store_le<std::uint64_t>(s, p.seal->target);
-    overlay::store_le<std::uint64_t>(s + 8, p.seal->timestamp_ms);
+    base::store_le<std::uint64_t>(s, p.seal->target);
+    base::store_le<std::uint64_t>(s + 8, p.seal->timestamp_ms);
     std::memcpy(s + 16, p.seal->nonce.data(), p.seal->nonce.size());
     std::memcpy(s + 32, p.seal->signature.data(), p.seal->signature.size());
   }
@@ -41,8 +41,8 @@ std::optional<control_packet> decode_control(std::span<const std::byte> body) {
     if (body.size() < head_bytes + seal_bytes) return std::nullopt;
     const std::byte* s = body.data() + head_bytes;
     control_seal seal;
-    seal.target = overlay::load_le<std::uint64_t>(s);
-    seal.timestamp_ms = overlay::load_le<std::uint64_t>(s + 8);
+    seal.target = base::load_le<std::uint64_t>(s);
+    seal.timestamp_ms = base::load_le<std::uint64_t>(s + 8);
     std::memcpy(seal.nonce.data(), s + 16, seal.nonce.size());
     std::memcpy(seal.signature.data(), s + 32, seal.signature.size());
     p.seal = seal;
@@ -50,7 +50,7 @@ std::optional<control_packet> decode_control(std::span<const std::byte> body) {
   }
   p.what = kind == 2 ? control_packet::kind::reply : control_packet::kind::request;
   p.ok = body[1] != std::byte{0};
-  p.id = overlay::load_le<std::uint64_t>(body.data() + 2);
+  p.id = base::load_le<std::uint64_t>(body.data() + 2);
   p.text.assign(reinterpret_cast<const char*>(body.data()) + text_at, body.size() - text_at);
   return p;
 }

@@ -32,8 +32,8 @@ Bytes sealed_bytes(const control_seal& s, std::string_view text) {
   Bytes b(label.size() + 8 + 8 + s.nonce.size() + text.size());
   std::memcpy(b.data(), label.data(), label.size());
   std::byte* at = b.data() + label.size();
-  overlay::store_le<std::uint64_t>(at, s.target);
-  overlay::store_le<std::uint64_t>(at + 8, s.timestamp_ms);
+  base::store_le<std::uint64_t>(at, s.target);
+  base::store_le<std::uint64_t>(at + 8, s.timestamp_ms);
   std::memcpy(at + 16, s.nonce.data(), s.nonce.size());
   if (!text.empty()) std::memcpy(at + 16 + s.nonce.size(), text.data(), text.size());
   return b;

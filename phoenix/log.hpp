@@ -1,12 +1,12 @@
 // log.hpp — the runtime's spdlog logger ("phoenix"), quiet (warn) by default; see overlay/log.hpp.
 #pragma once
 
-#include "overlay/log.hpp"
+#include "base/log.hpp"
 
 namespace phoenix {
 
 inline const std::shared_ptr<spdlog::logger>& logger() {
-  static const auto instance = overlay::module_logger("phoenix");
+  static const auto instance = base::module_logger("phoenix");
   return instance;
 }
 

@@ -35,28 +35,28 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
       out.write(magic, 8);
     } else {
       out.write(magic_with_state, 8);
-      overlay::store_le<std::uint64_t>(head, intervals.size());
+      base::store_le<std::uint64_t>(head, intervals.size());
       out.write(reinterpret_cast<const char*>(head), 8);
       for (const auto& i : intervals) {
-        overlay::store_le<std::uint64_t>(head, i.span.lo);
-        overlay::store_le<std::uint64_t>(head + 8, i.span.hi);
-        overlay::store_le<std::uint64_t>(head + 16, i.state.size());
+        base::store_le<std::uint64_t>(head, i.span.lo);
+        base::store_le<std::uint64_t>(head + 8, i.span.hi);
+        base::store_le<std::uint64_t>(head + 16, i.state.size());
         out.write(reinterpret_cast<const char*>(head), 24);
         out.write(reinterpret_cast<const char*>(i.state.data()), static_cast<std::streamsize>(i.state.size()));
       }
     }
     for (const auto& p : packets) {
-      overlay::store_le<std::uint64_t>(head, p.dest);
-      overlay::store_le<std::uint64_t>(head + 8, p.source);
-      overlay::store_le<std::uint32_t>(head + 16, static_cast<std::uint32_t>(p.tag));
-      overlay::store_le<std::uint32_t>(head + 20, 0);
-      overlay::store_le<std::uint64_t>(head + 24, p.body.size());
+      base::store_le<std::uint64_t>(head, p.dest);
+      base::store_le<std::uint64_t>(head + 8, p.source);
+      base::store_le<std::uint32_t>(head + 16, static_cast<std::uint32_t>(p.tag));
+      base::store_le<std::uint32_t>(head + 20, 0);
+      base::store_le<std::uint64_t>(head + 24, p.body.size());
       out.write(reinterpret_cast<const char*>(head), record_head_bytes);
       out.write(reinterpret_cast<const char*>(p.body.data()), static_cast<std::streamsize>(p.body.size()));
     }
     out.write(trailer, 8);
     std::byte count[8];
-    overlay::store_le<std::uint64_t>(count, packets.size());
+    base::store_le<std::uint64_t>(count, packets.size());
     out.write(reinterpret_cast<const char*>(count), 8);
     out.flush();
     if (!out) return io_error(tmp, "cannot write");
@@ -85,13 +85,13 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
   if (with_state) {
     std::byte head[24];
     if (!in.read(reinterpret_cast<char*>(head), 8)) return file.string() + ": truncated state";
-    const auto n = overlay::load_le<std::uint64_t>(head);
+    const auto n = base::load_le<std::uint64_t>(head);
     if (n > size / 24) return file.string() + ": more intervals than the file holds";
     for (std::uint64_t k = 0; k < n; ++k) {
       if (!in.read(reinterpret_cast<char*>(head), 24)) return file.string() + ": truncated state";
       suspended_interval i;
-      i.span = {overlay::load_le<std::uint64_t>(head), overlay::load_le<std::uint64_t>(head + 8)};
-      const auto length = overlay::load_le<std::uint64_t>(head + 16);
+      i.span = {base::load_le<std::uint64_t>(head), base::load_le<std::uint64_t>(head + 8)};
+      const auto length = base::load_le<std::uint64_t>(head + 16);
       if (i.span.empty() || length > size) return file.string() + ": malformed state record";
       i.state.resize(length);
       if (!in.read(reinterpret_cast<char*>(i.state.data()), static_cast<std::streamsize>(length)))
@@ -104,17 +104,17 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
     std::byte head[record_head_bytes];
     if (!in.read(reinterpret_cast<char*>(head), 16)) return file.string() + ": truncated (no trailer)";
     if (std::memcmp(head, trailer, 8) == 0) {
-      if (overlay::load_le<std::uint64_t>(head + 8) != packets.size())
+      if (base::load_le<std::uint64_t>(head + 8) != packets.size())
         return file.string() + ": record count does not match the trailer";
       break;
     }
     if (!in.read(reinterpret_cast<char*>(head) + 16, record_head_bytes - 16))
       return file.string() + ": truncated record";
     overlay::packet p;
-    p.dest = overlay::load_le<std::uint64_t>(head);
-    p.source = overlay::load_le<std::uint64_t>(head + 8);
-    p.tag = static_cast<std::int32_t>(overlay::load_le<std::uint32_t>(head + 16));
-    const auto length = overlay::load_le<std::uint64_t>(head + 24);
+    p.dest = base::load_le<std::uint64_t>(head);
+    p.source = base::load_le<std::uint64_t>(head + 8);
+    p.tag = static_cast<std::int32_t>(base::load_le<std::uint32_t>(head + 16));
+    const auto length = base::load_le<std::uint64_t>(head + 24);
     if (length > size) return file.string() + ": record longer than the file";
     p.body.resize(length);
     if (!in.read(reinterpret_cast<char*>(p.body.data()), static_cast<std::streamsize>(length)))

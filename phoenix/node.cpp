@@ -17,7 +17,7 @@
 #include "migration/message.hpp"
 #include "overlay/cluster_key.hpp"
 #include "overlay/log.hpp"
-#include "overlay/log_budget.hpp"
+#include "base/log_budget.hpp"
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"
 #include "phoenix/control_guard.hpp"
@@ -76,14 +76,14 @@ std::optional<spdlog::level::level_enum> parse_level(const std::string& s) {
 void set_log_levels(spdlog::level::level_enum level) {
   // "volpex" is phoenix/volpex/log.hpp's: the Volpex layer, in the same library, follows the node's level.
   const std::shared_ptr<spdlog::logger> modules[] = {logger(), overlay::logger(), migration::logger(),
-                                                     overlay::module_logger("volpex")};
+                                                     base::module_logger("volpex")};
   std::vector<spdlog::level::level_enum> before;
   for (const auto& l : modules) {
-    overlay::set_module_level(*l, level);
+    base::set_module_level(*l, level);
     before.push_back(l->level());
   }
   spdlog::cfg::load_env_levels();
-  for (std::size_t i = 0; i < std::size(modules); ++i) overlay::follow_env_level(*modules[i], before[i]);
+  for (std::size_t i = 0; i < std::size(modules); ++i) base::follow_env_level(*modules[i], before[i]);
 }
 
 std::string host_name() {
@@ -171,10 +171,10 @@ class Node::Impl {
   controller_key control_signer_;
   std::uint64_t control_malformed_ = 0;
   std::uint64_t control_refused_ = 0;
-  overlay::log_budget control_warnings_{std::chrono::seconds(10), 5};
+  base::log_budget control_warnings_{std::chrono::seconds(10), 5};
   // Messages with a negative tag nothing can receive (deliver), dropped and counted; warnings budgeted.
   std::uint64_t unreceivable_dropped_ = 0;
-  overlay::log_budget drop_warnings_{std::chrono::seconds(10)};
+  base::log_budget drop_warnings_{std::chrono::seconds(10)};
   // From initialize's log (a suspend's), taken up when the application sets its state handlers.
   std::vector<suspended_interval> restore_;
   // The state handlers, for suspend and the taking up of restore_ (the application's thread).
@@ -466,12 +466,12 @@ std::error_code Node::Impl::release(Interval s) {
 // Paper 3.3 and API.md "Release": messages for s queued here and not yet received go back into the overlay,
 // to the next node that assumes s.
 void Node::Impl::release_and_requeue(Interval s) {
-  if (overlay_->release({s.lo, s.hi}) == overlay::interval_set::result::ok && observer_) observer_(false, s);
+  if (overlay_->release({s.lo, s.hi}) == base::interval_set::result::ok && observer_) observer_(false, s);
   for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); })) overlay_->inject(std::move(p));
 }
 
 bool Node::Impl::assume_now(Interval s) {
-  if (overlay_->assume({s.lo, s.hi}) != overlay::interval_set::result::ok) return false;
+  if (overlay_->assume({s.lo, s.hi}) != base::interval_set::result::ok) return false;
   if (observer_) observer_(true, s);
   return true;
 }
@@ -829,7 +829,7 @@ control_packet Node::Impl::answer(const std::string& request, vp_t from) {
   } else if (verb == "log") {
     std::size_t n = default_log_lines;
     if (!(in >> n)) n = default_log_lines;
-    const auto lines = overlay::recent_lines()->last_formatted(std::min(n, max_log_lines));
+    const auto lines = base::recent_lines()->last_formatted(std::min(n, max_log_lines));
     for (const auto& l : lines) r.text += l;
   } else if (verb == "leave" || verb == "suspend") {
     ControlRequest q;

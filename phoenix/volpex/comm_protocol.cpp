@@ -21,7 +21,7 @@ bool valid_answer_kind(std::uint8_t k) {
 }  // namespace
 
 Bytes encode(const comm_request& r) {
-  overlay::writer w;
+  base::writer w;
   w.put_u8(comm_protocol_version).put_u8(static_cast<std::uint8_t>(r.what));
   w.put_u32(r.source).put_u32(r.receiver).put_u32(r.receiver_replica);
   w.put_u64(r.reply_to).put_u64(r.id).put_u32(static_cast<std::uint32_t>(r.tag)).put_u64(r.ts);
@@ -31,7 +31,7 @@ Bytes encode(const comm_request& r) {
 }
 
 std::optional<comm_request> decode_comm_request(std::span<const std::byte> b) {
-  overlay::reader r(b);
+  base::reader r(b);
   std::uint8_t version = 0, what = 0;
   std::uint32_t tag = 0, n = 0;
   comm_request out;
@@ -54,7 +54,7 @@ std::optional<comm_request> decode_comm_request(std::span<const std::byte> b) {
 }
 
 Bytes encode(const comm_answer& a) {
-  overlay::writer w;
+  base::writer w;
   w.put_u8(comm_protocol_version).put_u8(static_cast<std::uint8_t>(a.what)).put_u64(a.id);
   w.put_u32(a.source).put_u32(a.source_replica).put_u32(static_cast<std::uint32_t>(a.tag));
   w.put_u64(a.ts).put_u64(a.latest);
@@ -62,7 +62,7 @@ Bytes encode(const comm_answer& a) {
 }
 
 std::optional<comm_answer> decode_comm_answer(std::span<const std::byte> b) {
-  overlay::reader r(b);
+  base::reader r(b);
   std::uint8_t version = 0, what = 0;
   std::uint32_t tag = 0;
   comm_answer out;

@@ -2,7 +2,7 @@
 //
 // A receiver replica pulls: it sends a request to one replica of the sending rank (to its resource name, with
 // comm_request_tag), which answers from its sender log (to the receiver's resource name, with comm_answer_tag).
-// Integers are little-endian (overlay/wire.hpp); every message starts with a version byte.
+// Integers are little-endian (base/wire.hpp); every message starts with a version byte.
 //   request: u8 version, u8 kind, u32 source rank (the rank asked), u32 receiver rank, u32 receiver replica,
 //            u64 reply_to, u64 request id, i32 tag, u64 timestamp, u32 n, n x (i32 tag, u64 consumed)
 //            pull:     message `timestamp` of stream (source, receiver, tag)

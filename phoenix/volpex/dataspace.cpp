@@ -2,7 +2,7 @@
 
 #include <xxhash.h>
 
-#include "overlay/wire.hpp"
+#include "base/wire.hpp"
 
 namespace phoenix::volpex {
 
@@ -161,17 +161,17 @@ namespace {
 
 constexpr std::uint8_t pack_version = 1;
 
-void put_string(overlay::writer& w, std::string_view s) {
+void put_string(base::writer& w, std::string_view s) {
   w.put_u32(static_cast<std::uint32_t>(s.size()));
   w.put_bytes(std::as_bytes(std::span(s.data(), s.size())));
 }
 
-void put_blob(overlay::writer& w, const Bytes& b) {
+void put_blob(base::writer& w, const Bytes& b) {
   w.put_u64(b.size());
   w.put_bytes(std::span(b.data(), b.size()));
 }
 
-bool get_string(overlay::reader& r, std::string& out) {
+bool get_string(base::reader& r, std::string& out) {
   std::uint32_t n = 0;
   if (!r.get_u32(n)) return false;
   const auto s = r.get_span(n);
@@ -180,7 +180,7 @@ bool get_string(overlay::reader& r, std::string& out) {
   return true;
 }
 
-bool get_blob(overlay::reader& r, object& out) {
+bool get_blob(base::reader& r, object& out) {
   std::uint64_t n = 0;
   if (!r.get_u64(n) || n > r.remaining()) return false;
   const auto s = r.get_span(static_cast<std::size_t>(n));
@@ -189,7 +189,7 @@ bool get_blob(overlay::reader& r, object& out) {
   return true;
 }
 
-bool get_count(overlay::reader& r, std::uint32_t& n) {
+bool get_count(base::reader& r, std::uint32_t& n) {
   // Every element takes at least one byte: a count beyond what is left is malformed (and would over-reserve).
   return r.get_u32(n) && n <= r.remaining();
 }
@@ -201,7 +201,7 @@ Bytes dataspace::pack(std::uint64_t lo, std::uint64_t hi) {
     const auto v = vnode_of(tag, options_.space_size);
     return v >= lo && v < hi;
   };
-  overlay::writer w;
+  base::writer w;
   w.put_u8(pack_version);
   w.put_u32(static_cast<std::uint32_t>(current_.size()));
   for (const auto& [p, n] : current_) w.put_u32(p).put_u64(n);
@@ -250,7 +250,7 @@ Bytes dataspace::pack(std::uint64_t lo, std::uint64_t hi) {
 }
 
 bool dataspace::unpack(std::span<const std::byte> packed) {
-  overlay::reader r(packed);
+  base::reader r(packed);
   std::uint8_t version = 0;
   std::uint32_t n = 0;
   if (!r.get_u8(version) || version != pack_version || !get_count(r, n)) return false;

@@ -1,12 +1,12 @@
 // log.hpp — the Volpex layer's spdlog logger ("volpex"), quiet (warn) by default; see overlay/log.hpp.
 #pragma once
 
-#include "overlay/log.hpp"
+#include "base/log.hpp"
 
 namespace phoenix::volpex {
 
 inline const std::shared_ptr<spdlog::logger>& logger() {
-  static const auto instance = overlay::module_logger("volpex");
+  static const auto instance = base::module_logger("volpex");
   return instance;
 }
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "overlay/wire.hpp"
+#include "base/wire.hpp"
 
 namespace phoenix::volpex {
 
@@ -13,7 +13,7 @@ Bytes with_body(std::vector<std::byte> head, const object& body) {
   return out;
 }
 
-object body_of(const overlay::reader& r) {
+object body_of(const base::reader& r) {
   const auto rest = r.rest();
   return make_object(Bytes(rest.begin(), rest.end()));
 }
@@ -27,7 +27,7 @@ bool valid_op(std::uint8_t o) {
 }  // namespace
 
 Bytes encode(const request& r) {
-  overlay::writer w;
+  base::writer w;
   w.put_u8(protocol_version)
       .put_u8(static_cast<std::uint8_t>(r.kind))
       .put_u32(r.id.process)
@@ -38,7 +38,7 @@ Bytes encode(const request& r) {
 }
 
 std::optional<request> decode_request(std::span<const std::byte> b) {
-  overlay::reader r(b);
+  base::reader r(b);
   std::uint8_t version = 0, kind = 0;
   std::uint32_t tag_size = 0;
   request out;
@@ -59,7 +59,7 @@ std::optional<request> decode_request(std::span<const std::byte> b) {
 }
 
 Bytes encode(const reply& r) {
-  overlay::writer w;
+  base::writer w;
   w.put_u8(protocol_version)
       .put_u8(static_cast<std::uint8_t>(r.kind))
       .put_u8(static_cast<std::uint8_t>(r.result));
@@ -68,7 +68,7 @@ Bytes encode(const reply& r) {
 }
 
 std::optional<reply> decode_reply(std::span<const std::byte> b) {
-  overlay::reader r(b);
+  base::reader r(b);
   std::uint8_t version = 0, kind = 0, result = 0;
   reply out;
   if (!r.get_u8(version) || version != protocol_version || !r.get_u8(kind) || !valid_op(kind) ||

@@ -112,7 +112,7 @@ std::string holdings(const RoutingSnapshot& snap) {
 // The runtime's recent log lines (info and above, whatever stderr prints), for the parent to show on failure.
 void save_events(const temp_dir& dir, const std::string& child) {
   std::ofstream out(dir / ("events-" + child));
-  for (const auto& line : overlay::recent_lines()->last_formatted()) out << line << '\n';
+  for (const auto& line : base::recent_lines()->last_formatted()) out << line << '\n';
 }
 
 int run_member(const spec& s, const member_args& a, const temp_dir& dir, const std::string& key,

@@ -12,6 +12,7 @@
 #include "overlay/frame_protection.hpp"
 
 using namespace phoenix::overlay;
+namespace base = phoenix::base;
 
 namespace {
 
@@ -177,7 +178,7 @@ TEST_CASE("frame protection: every tag equals AES-256-GCM's over header and payl
   for (std::uint64_t n = 0; n < 4; ++n) {
     const sealed_frame f = seal_data(d, n + 1, texts[n]);
     std::array<unsigned char, 12> nonce{};
-    store_le<std::uint64_t>(reinterpret_cast<std::byte*>(nonce.data()), n);
+    base::store_le<std::uint64_t>(reinterpret_cast<std::byte*>(nonce.data()), n);
     int len = 0;
     REQUIRE(EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, nonce.data()) == 1);
     for (const auto& piece : {std::span<const std::byte>(f.head), std::span<const std::byte>(f.body)}) {

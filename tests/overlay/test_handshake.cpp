@@ -15,9 +15,10 @@
 
 #include "overlay/cluster_key.hpp"
 #include "overlay/handshake.hpp"
-#include "overlay/wire.hpp"
+#include "base/wire.hpp"
 
 using namespace phoenix::overlay;
+namespace base = phoenix::base;
 
 namespace {
 
@@ -55,7 +56,7 @@ std::vector<std::byte> make_hello(std::uint16_t version, std::uint64_t l, std::u
                                   const nonce_bytes& n, std::string_view name, std::uint8_t role = 0,
                                   std::uint8_t protection = 1, const ephemeral_bytes& ephemeral = base_point,
                                   std::uint64_t window = 8u << 20) {
-  writer w;
+  base::writer w;
   w.put_u16(version).put_u64(l).put_u64(rn).put_bytes(std::as_bytes(std::span(n)));
   w.put_bytes(std::as_bytes(std::span(ephemeral))).put_u64(window);
   w.put_u8(role).put_u8(protection);
@@ -529,7 +530,7 @@ TEST_CASE("handshake: an ephemeral key that yields no shared secret, or a window
     auth_fields f = fields_between(rn_b, rn_a, nonce_of(2), nonce_of(1));
     f.receiver_ephemeral = a.own().ephemeral;
     f.sender_role = acceptor;
-    writer w;
+    base::writer w;
     const mac_bytes mac = auth_mac(key_a, f);
     const mac_bytes no_proof{};
     w.put_bytes(std::as_bytes(std::span(mac))).put_u64(0).put_bytes(std::as_bytes(std::span(no_proof)));
@@ -738,13 +739,13 @@ TEST_CASE("handshake: malformed refuse payloads are rejected") {
   longer.push_back(std::byte{'!'});
   CHECK_FALSE(handshake::decode_refuse(longer).has_value());
 
-  writer w;  // text_len 201 > 200, with the bytes present
+  base::writer w;  // text_len 201 > 200, with the bytes present
   w.put_u16(3).put_u8(201).put_bytes(std::vector<std::byte>(201, std::byte{'x'}));
   CHECK_FALSE(handshake::decode_refuse(std::move(w).take()).has_value());
 }
 
 TEST_CASE("handshake: decode_refuse keeps unknown reasons and replaces control characters") {
-  writer w;
+  base::writer w;
   w.put_u16(99).put_u8(4).put_bytes(bytes_of("a\nb\x1b"));
   const auto decoded = handshake::decode_refuse(std::move(w).take());
   REQUIRE(decoded.has_value());

@@ -12,6 +12,7 @@
 #include "overlay/overlay.hpp"
 
 using namespace phoenix::overlay;
+namespace base = phoenix::base;
 using namespace std::chrono_literals;
 
 namespace {
@@ -66,7 +67,7 @@ packet make_packet(std::uint64_t dest, std::uint8_t hops) {
 // packet is written and still unacknowledged (before its ack can come back). Returns node 0's count of
 // unacknowledged packets on the link, to ask again later.
 std::function<std::uint64_t()> one_packet_in_flight(line_of& net) {
-  REQUIRE(net.at(1).assume({0, 10}) == interval_set::result::ok);
+  REQUIRE(net.at(1).assume({0, 10}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.at(0).owner_of(5) == net.at(1).self(); }));
   net.at(0).inject(make_packet(5, 64));
   auto unacked = [&net] { return net.at(0).view().links.front().unacked; };
@@ -79,7 +80,7 @@ std::function<std::uint64_t()> one_packet_in_flight(line_of& net) {
 
 TEST_CASE("overlay: packets cross a line of four, each hop spending one of the budget") {
   line_of net(4);
-  REQUIRE(net.at(3).assume({900, 1000}) == interval_set::result::ok);
+  REQUIRE(net.at(3).assume({900, 1000}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.at(0).owner_of(950) == net.at(3).self(); }));
   net.at(0).inject(make_packet(950, 10));
   REQUIRE(net.run_until([&] { return !net.inbox(3).empty(); }));
@@ -98,12 +99,12 @@ TEST_CASE("overlay: a packet out of hops is held, not dropped, and goes on with 
     retry = 1h;  // only the routing change can send it on within run_until's limit
   }
   line_of net(3, retry);
-  REQUIRE(net.at(2).assume({500, 600}) == interval_set::result::ok);
+  REQUIRE(net.at(2).assume({500, 600}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.at(0).owner_of(550) == net.at(2).self(); }));
   net.at(0).inject(make_packet(550, 1));  // enough for one hop, not two
   REQUIRE(net.run_until([&] { return net.at(1).view().out_of_hops == 1; }));
   CHECK(net.at(0).view().out_of_hops == 0);
-  if (change_routes) REQUIRE(net.at(2).assume({600, 700}) == interval_set::result::ok);
+  if (change_routes) REQUIRE(net.at(2).assume({600, 700}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return !net.inbox(2).empty(); }));
   CHECK(net.inbox(2).front().hops_left == overlay_config{}.hop_limit - 1);  // a fresh budget, one hop spent
   CHECK(net.at(1).view().waiting_messages == 0);
@@ -120,14 +121,14 @@ TEST_CASE("overlay: a packet for a virtual node nobody assumes waits at its send
   }
   net.io.run_for(50ms);
   CHECK(net.at(0).view().waiting_messages == 5);
-  REQUIRE(net.at(1).assume({0, 100}) == interval_set::result::ok);
+  REQUIRE(net.at(1).assume({0, 100}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.inbox(1).size() == 5; }));
   for (int i = 0; i < 5; ++i) CHECK(net.inbox(1)[static_cast<std::size_t>(i)].tag == i);
 }
 
 TEST_CASE("overlay: a cut link's routes become unreachable, and packets wait until it is back") {
   line_of net(3);
-  REQUIRE(net.at(2).assume({0, 10}) == interval_set::result::ok);
+  REQUIRE(net.at(2).assume({0, 10}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.at(0).can_reach(net.at(2).self()); }));
   REQUIRE(net.at(1).drop_link(net.at(2).self()));
   REQUIRE(net.run_until([&] { return !net.at(0).can_reach(net.at(2).self()); }));
@@ -176,7 +177,7 @@ TEST_CASE("overlay: a leaver whose link breaks says goodbye again on the next li
 // larger than one read (64 KiB) among them: a direct read that begins one hands the link back to the event loop.
 TEST_CASE("overlay: a link read directly between turns of the event loop delivers every packet once, in order") {
   line_of net(2);
-  REQUIRE(net.at(1).assume({500, 1000}) == interval_set::result::ok);
+  REQUIRE(net.at(1).assume({500, 1000}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.at(0).owner_of(600) == net.at(1).self(); }));
   constexpr int n = 600;
   std::uint32_t rng = 12345;

@@ -20,6 +20,7 @@
 
 using namespace std::chrono_literals;
 namespace ov = phoenix::overlay;
+namespace base = phoenix::base;
 
 namespace {
 
@@ -107,7 +108,7 @@ TEST_CASE("resources: a key holder's flood for a destination nobody routes to wa
   CHECK(link_to(a, victim.ov->self())->bytes_queued >= (count * body_bytes) - bound);  // the rest waits there
 
   // Nothing was dropped: once the owner assumes the destination, everything arrives, once and in order.
-  REQUIRE(owner.ov->assume({unclaimed, unclaimed + 1}) == ov::interval_set::result::ok);
+  REQUIRE(owner.ov->assume({unclaimed, unclaimed + 1}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return owner.received.size() >= count; }, 30s));
   net.io.run_for(50ms);
   REQUIRE(owner.received.size() == count);
@@ -155,7 +156,7 @@ TEST_CASE("resources: a packet refused for the window stays with its sender, and
   for (std::uint32_t i = 0; i < count; ++i) sender.ov->send_forged(victim.ov->self(), numbered(i));
   net.run_until([] { return false; }, 1000ms);
   CHECK(victim.ov->view().links_lost >= 1);  // closed for the window at least once
-  REQUIRE(owner.ov->assume({unclaimed, unclaimed + 1}) == ov::interval_set::result::ok);
+  REQUIRE(owner.ov->assume({unclaimed, unclaimed + 1}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return owner.received.size() >= count; }, 30s));
   net.io.run_for(100ms);
   REQUIRE(owner.received.size() == count);

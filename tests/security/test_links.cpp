@@ -19,6 +19,7 @@
 #include "security/tamper_proxy.hpp"
 
 using namespace phoenix::overlay;
+namespace base = phoenix::base;
 using namespace std::chrono_literals;
 using phoenix::test::splicing_relay;
 using phoenix::test::tamper_proxy;
@@ -113,7 +114,7 @@ void stream(tcp_net& net, node& x, node& y, std::uint32_t count, std::size_t bod
 }
 
 void link_up(tcp_net& net, node& x, node& y) {
-  REQUIRE(y.ov->assume({vnode, vnode + 1}) == interval_set::result::ok);
+  REQUIRE(y.ov->assume({vnode, vnode + 1}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return x.ov->owner_of(vnode) == y.ov->self(); }));
 }
 

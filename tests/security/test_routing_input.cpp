@@ -13,6 +13,7 @@
 #include "overlay/overlay.hpp"
 
 using namespace phoenix::overlay;
+namespace base = phoenix::base;
 using namespace std::chrono_literals;
 
 namespace {
@@ -32,7 +33,7 @@ struct triangle {
     victim->connect_local(*honest);
     attacker->connect_local(*honest);
     attacker->connect_local(*victim);
-    REQUIRE(victim->assume({0, 10}) == interval_set::result::ok);
+    REQUIRE(victim->assume({0, 10}) == base::interval_set::result::ok);
     REQUIRE(run_until([&] { return honest->owner_of(victim_vnode) == victim->self() && honest_route_to_victim(); }));
   }
   std::unique_ptr<overlay> make(const char* name, node_id id, overlay::deliver_fn deliver) {

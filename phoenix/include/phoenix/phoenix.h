@@ -12,11 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(PHOENIX_BUILDING_LIBRARY)
-#define PH_API __attribute__((visibility("default")))
-#else
-#define PH_API
-#endif
+#include <phoenix/visibility.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-// overlay/wire.hpp — explicit little-endian encoding of integers and byte strings, for the overlay's codecs.
+// base/wire.hpp — explicit little-endian encoding of integers and byte strings, for every codec of phoenix.
 //
 // Contract:
 //  * Every multi-byte integer is written and read least significant byte first, whatever the host byte order,
@@ -22,7 +22,19 @@
 #include <utility>
 #include <vector>
 
-namespace phoenix::overlay {
+namespace phoenix::base {
+
+// Little-endian stores and loads into fixed positions, for fixed-size heads on the hot path.
+template <typename T>
+constexpr void store_le(std::byte* out, T v) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<std::byte>(v >> (8 * i));
+}
+template <typename T>
+constexpr T load_le(const std::byte* in) {
+  T v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(in[i]) << (8 * i));
+  return v;
+}
 
 class writer {
  public:
@@ -115,4 +127,4 @@ class reader {
   std::size_t pos_ = 0;
 };
 
-}  // namespace phoenix::overlay
+}  // namespace phoenix::base

@@ -1,9 +1,9 @@
-// overlay/log_budget.cpp — see log_budget.hpp.
-#include "overlay/log_budget.hpp"
+// base/log_budget.cpp — see log_budget.hpp.
+#include "base/log_budget.hpp"
 
 #include <utility>
 
-namespace phoenix::overlay {
+namespace phoenix::base {
 
 std::optional<std::uint64_t> log_budget::pass(clock::time_point now) {
   if (!window_start_ || now - *window_start_ >= window_ || now < *window_start_) {
@@ -18,4 +18,4 @@ std::optional<std::uint64_t> log_budget::pass(clock::time_point now) {
   return std::exchange(held_back_, 0);
 }
 
-}  // namespace phoenix::overlay
+}  // namespace phoenix::base

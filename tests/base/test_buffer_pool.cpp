@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "overlay/frame.hpp"
+#include "base/buffer_pool.hpp"
 
 using phoenix::Bytes;
 
@@ -81,7 +81,7 @@ TEST_CASE("a pooled body starts where it sits on the wire, behind its heads, and
   pool_reset reset;
   const auto page_offset = [](const Bytes& b) { return reinterpret_cast<std::uintptr_t>(b.data()) % 4096; };
   const Bytes body(1 << 20);
-  CHECK(page_offset(body) == phoenix::overlay::frame_header_bytes + phoenix::overlay::data_head_bytes);
+  CHECK(page_offset(body) == phoenix::base::pool_data_lead_bytes);
   const Bytes huge(4 << 20);
   CHECK(page_offset(huge) == 0);
   // Every byte can be written: the mapping covers the lead too (without it the last bytes would fault).

@@ -1,10 +1,10 @@
-// overlay/interval_set.cpp — see interval_set.hpp.
-#include "overlay/interval_set.hpp"
+// base/interval_set.cpp — see interval_set.hpp.
+#include "base/interval_set.hpp"
 
 #include <algorithm>
 #include <iterator>
 
-namespace phoenix::overlay {
+namespace phoenix::base {
 
 bool is_adjacent(interval a, interval b) { return !a.empty() && !b.empty() && (a.hi == b.lo || b.hi == a.lo); }
 
@@ -107,4 +107,4 @@ interval_set interval_set::intersection(interval s) const {
   return out;
 }
 
-}  // namespace phoenix::overlay
+}  // namespace phoenix::base

@@ -6,7 +6,7 @@
 // message; a recycled one costs none (MPI libraries keep registered-buffer free lists for the same reason).
 #pragma once
 
-#include <phoenix/phoenix.h>
+#include <phoenix/visibility.h>
 
 #include <cstddef>
 #include <cstring>

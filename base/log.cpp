@@ -1,11 +1,11 @@
-#include "overlay/log.hpp"
+#include "base/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <algorithm>
 #include <mutex>
 
-namespace phoenix::overlay {
+namespace phoenix::base {
 
 namespace {
 constexpr auto recorded = spdlog::level::info;  // what recent_lines() keeps, at least
@@ -41,4 +41,4 @@ void follow_env_level(spdlog::logger& l, spdlog::level::level_enum before) {
   if (l.level() != before) set_module_level(l, l.level());
 }
 
-}  // namespace phoenix::overlay
+}  // namespace phoenix::base

@@ -1,4 +1,4 @@
-// Tests of overlay/interval_set.hpp.
+// Tests of base/interval_set.hpp.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -7,9 +7,9 @@
 #include <set>
 #include <vector>
 
-#include "overlay/interval_set.hpp"
+#include "base/interval_set.hpp"
 
-using namespace phoenix::overlay;
+using namespace phoenix::base;
 using result = interval_set::result;
 
 namespace {

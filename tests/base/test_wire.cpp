@@ -1,4 +1,4 @@
-// Tests of overlay/wire.hpp: byte layout, round trips, truncation.
+// Tests of base/wire.hpp: byte layout, round trips, truncation.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -6,9 +6,9 @@
 #include <limits>
 #include <vector>
 
-#include "overlay/wire.hpp"
+#include "base/wire.hpp"
 
-using namespace phoenix::overlay;
+using namespace phoenix::base;
 
 namespace {
 

@@ -1,4 +1,4 @@
-// buffer_pool.cpp — the process-wide pool behind phoenix::Bytes' large blocks (see phoenix/bytes.hpp).
+// base/buffer_pool.cpp — the process-wide pool behind phoenix::Bytes' large blocks (see phoenix/bytes.hpp).
 //
 // One free list per power-of-two size class. A block is mapped with mmap in its class's size: the part beyond
 // what the vector asked for is never touched, so it never becomes resident. Classes of 2 MiB and more ask for
@@ -24,13 +24,13 @@
 #include <phoenix/bytes.hpp>
 #include <vector>
 
-#include "overlay/frame.hpp"
+#include "base/buffer_pool.hpp"
 
 namespace phoenix {
 namespace {
 
 constexpr std::size_t huge_page_bytes = 2u << 20;
-constexpr std::size_t data_lead = overlay::frame_header_bytes + overlay::data_head_bytes;
+constexpr std::size_t data_lead = base::pool_data_lead_bytes;
 static_assert(data_lead % alignof(std::max_align_t) == 0, "a body must stay aligned for any type");
 constexpr int class_count = 48;  // classes 2^0 .. 2^47: anything a 64-bit size can reasonably ask for
 

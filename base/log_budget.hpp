@@ -1,4 +1,4 @@
-// overlay/log_budget.hpp — how many lines a peer can make a node log.
+// base/log_budget.hpp — how many lines a peer can make a node log.
 //
 // Anything a remote party can trigger at will (refused connections, bad requests, dropped messages) is logged
 // through a budget: at most `burst` lines per window, the rest counted, and the next line let through says how
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <optional>
 
-namespace phoenix::overlay {
+namespace phoenix::base {
 
 class log_budget {
  public:
@@ -27,4 +27,4 @@ class log_budget {
   std::uint64_t held_back_ = 0;
 };
 
-}  // namespace phoenix::overlay
+}  // namespace phoenix::base

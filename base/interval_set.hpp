@@ -1,4 +1,4 @@
-// overlay/interval_set.hpp — sets of virtual nodes as half-open intervals [lo, hi) with u64 endpoints.
+// base/interval_set.hpp — sets of virtual nodes as half-open intervals [lo, hi) with u64 endpoints.
 //
 // Contract:
 //  * An interval with lo >= hi is empty. With u64 endpoints the largest representable member is 2^64 - 2;
@@ -16,7 +16,7 @@
 #include <map>
 #include <vector>
 
-namespace phoenix::overlay {
+namespace phoenix::base {
 
 struct interval {
   std::uint64_t lo = 0;
@@ -66,4 +66,4 @@ class interval_set {
 
 const char* to_string(interval_set::result r);
 
-}  // namespace phoenix::overlay
+}  // namespace phoenix::base

@@ -1,11 +1,11 @@
-// The budget every log line a peer can trigger goes through (overlay/log_budget.hpp).
+// The budget every log line a peer can trigger goes through (base/log_budget.hpp).
 #include <doctest/doctest.h>
 
 #include <chrono>
 
-#include "overlay/log_budget.hpp"
+#include "base/log_budget.hpp"
 
-using namespace phoenix::overlay;
+using namespace phoenix::base;
 using namespace std::chrono_literals;
 
 namespace {
