@@ -3,56 +3,13 @@
 
 #include <limits>
 
+#include "base/wire.hpp"
+
 namespace phoenix::overlay {
 namespace {
 
 constexpr std::uint8_t flag_full_dump = 0x01;
 constexpr std::size_t max_entries_per_payload = std::numeric_limits<std::uint16_t>::max();  // u16 count
-
-class writer {
- public:
-  explicit writer(std::vector<std::byte>& out) : out_(out) {}
-  void u8(std::uint8_t v) { out_.push_back(static_cast<std::byte>(v)); }
-  void u16(std::uint16_t v) { put(v, 2); }
-  void u64(std::uint64_t v) { put(v, 8); }
-
- private:
-  void put(std::uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out_.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xFF));
-  }
-  std::vector<std::byte>& out_;
-};
-
-// Bounds-checked little-endian reader: every read says whether the bytes were there.
-class reader {
- public:
-  explicit reader(std::span<const std::byte> in) : in_(in) {}
-  std::size_t remaining() const { return in_.size() - pos_; }
-  bool u8(std::uint8_t& v) {
-    std::uint64_t x = 0;
-    if (!get(x, 1)) return false;
-    v = static_cast<std::uint8_t>(x);
-    return true;
-  }
-  bool u16(std::uint16_t& v) {
-    std::uint64_t x = 0;
-    if (!get(x, 2)) return false;
-    v = static_cast<std::uint16_t>(x);
-    return true;
-  }
-  bool u64(std::uint64_t& v) { return get(v, 8); }
-
- private:
-  bool get(std::uint64_t& v, std::size_t bytes) {
-    if (remaining() < bytes) return false;
-    v = 0;
-    for (std::size_t i = 0; i < bytes; ++i) v |= std::to_integer<std::uint64_t>(in_[pos_ + i]) << (8 * i);
-    pos_ += bytes;
-    return true;
-  }
-  std::span<const std::byte> in_;
-  std::size_t pos_ = 0;
-};
 
 bool intervals_valid(const std::vector<route_interval>& v) {
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -68,29 +25,14 @@ std::optional<T> fail(std::string* error, const char* why) {
   return std::nullopt;
 }
 
-void write_header(std::vector<std::byte>& out, bool full_dump, std::uint16_t count) {
-  writer w(out);
-  w.u8(full_dump ? flag_full_dump : 0);
-  w.u8(0);
-  w.u16(count);
+void write_header(base::writer& w, bool full_dump) {
+  w.put_u8(full_dump ? flag_full_dump : 0).put_u8(0).put_u16(0);  // the count is patched in when it is known
 }
+constexpr std::size_t count_offset = 2;
 
-// The count is known only when the payload is closed: patch it in place.
-void patch_count(std::vector<std::byte>& out, std::size_t count) {
-  out[2] = static_cast<std::byte>(count & 0xFF);
-  out[3] = static_cast<std::byte>((count >> 8) & 0xFF);
-}
-
-void write_entry(std::vector<std::byte>& out, const route_entry& e) {
-  writer w(out);
-  w.u64(e.source);
-  w.u64(e.seqno);
-  w.u16(e.metric);
-  w.u16(static_cast<std::uint16_t>(e.intervals.size()));
-  for (const auto& iv : e.intervals) {
-    w.u64(iv.lo);
-    w.u64(iv.hi);
-  }
+void write_entry(base::writer& w, const route_entry& e) {
+  w.put_u64(e.source).put_u64(e.seqno).put_u16(e.metric).put_u16(static_cast<std::uint16_t>(e.intervals.size()));
+  for (const auto& iv : e.intervals) w.put_u64(iv.lo).put_u64(iv.hi);
 }
 
 }  // namespace
@@ -104,44 +46,41 @@ std::vector<std::vector<std::byte>> encode_update(const route_update& u, std::si
   }
   if (max_payload_bytes < route_update_header_bytes) return {};
 
-  std::vector<std::vector<std::byte>> payloads;
+  std::vector<base::writer> payloads;
   std::size_t count = 0;
   for (const auto& e : u.entries) {
     const bool open = !payloads.empty();
     if (!open || payloads.back().size() + encoded_size(e) > max_payload_bytes ||
         count == max_entries_per_payload) {
-      if (open) patch_count(payloads.back(), count);
-      payloads.emplace_back();
-      write_header(payloads.back(), u.full_dump, 0);
+      if (open) payloads.back().patch_u16(count_offset, static_cast<std::uint16_t>(count));
+      write_header(payloads.emplace_back(), u.full_dump);
       count = 0;
     }
     write_entry(payloads.back(), e);
     ++count;
   }
   if (payloads.empty()) {
-    payloads.emplace_back();
-    write_header(payloads.back(), u.full_dump, 0);
+    write_header(payloads.emplace_back(), u.full_dump);
   } else {
-    patch_count(payloads.back(), count);
+    payloads.back().patch_u16(count_offset, static_cast<std::uint16_t>(count));
   }
-  return payloads;
-}
-
-std::vector<std::byte> encode_request(const route_request& r) {
-  std::vector<std::byte> out;
-  out.reserve(route_request_bytes);
-  writer w(out);
-  w.u64(r.source);
-  w.u64(r.seqno);
-  w.u8(r.hop_limit);
+  std::vector<std::vector<std::byte>> out;
+  out.reserve(payloads.size());
+  for (auto& w : payloads) out.push_back(std::move(w).take());
   return out;
 }
 
+std::vector<std::byte> encode_request(const route_request& r) {
+  base::writer w;
+  w.put_u64(r.source).put_u64(r.seqno).put_u8(r.hop_limit);
+  return std::move(w).take();
+}
+
 std::optional<route_update> decode_update(std::span<const std::byte> payload, std::string* error) {
-  reader in(payload);
+  base::reader in(payload);
   std::uint8_t flags = 0, reserved = 0;
   std::uint16_t count = 0;
-  if (!in.u8(flags) || !in.u8(reserved) || !in.u16(count)) return fail<route_update>(error, "truncated header");
+  if (!in.get_u8(flags) || !in.get_u8(reserved) || !in.get_u16(count)) return fail<route_update>(error, "truncated header");
   if ((flags & ~flag_full_dump) != 0) return fail<route_update>(error, "unknown flags");
   if (reserved != 0) return fail<route_update>(error, "reserved byte not zero");
 
@@ -152,7 +91,7 @@ std::optional<route_update> decode_update(std::span<const std::byte> payload, st
   for (std::size_t i = 0; i < count; ++i) {
     route_entry e;
     std::uint16_t n_intervals = 0;
-    if (!in.u64(e.source) || !in.u64(e.seqno) || !in.u16(e.metric) || !in.u16(n_intervals)) {
+    if (!in.get_u64(e.source) || !in.get_u64(e.seqno) || !in.get_u16(e.metric) || !in.get_u16(n_intervals)) {
       return fail<route_update>(error, "truncated entry (fewer entries than count)");
     }
     if (n_intervals > max_route_intervals) return fail<route_update>(error, "too many intervals");
@@ -160,8 +99,7 @@ std::optional<route_update> decode_update(std::span<const std::byte> payload, st
       return fail<route_update>(error, "truncated intervals");
     e.intervals.resize(n_intervals);
     for (auto& iv : e.intervals) {
-      in.u64(iv.lo);  // cannot fail: checked above
-      in.u64(iv.hi);
+      if (!in.get_u64(iv.lo) || !in.get_u64(iv.hi)) return fail<route_update>(error, "truncated intervals");
     }
     if (!intervals_valid(e.intervals))
       return fail<route_update>(error, "intervals empty, unsorted or overlapping");
@@ -174,11 +112,10 @@ std::optional<route_update> decode_update(std::span<const std::byte> payload, st
 std::optional<route_request> decode_request(std::span<const std::byte> payload, std::string* error) {
   if (payload.size() < route_request_bytes) return fail<route_request>(error, "truncated request");
   if (payload.size() > route_request_bytes) return fail<route_request>(error, "trailing bytes after request");
-  reader in(payload);
+  base::reader in(payload);
   route_request r;
-  in.u64(r.source);
-  in.u64(r.seqno);
-  in.u8(r.hop_limit);
+  if (!in.get_u64(r.source) || !in.get_u64(r.seqno) || !in.get_u8(r.hop_limit))
+    return fail<route_request>(error, "truncated request");
   if (r.hop_limit == 0) return fail<route_request>(error, "hop limit 0");
   return r;
 }

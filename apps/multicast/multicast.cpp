@@ -5,6 +5,8 @@
 #include <iterator>
 #include <thread>
 
+#include "base/wire.hpp"
+
 namespace phoenix::apps {
 namespace {
 
@@ -17,28 +19,18 @@ constexpr std::size_t range_bytes = 16;
 
 // --- wire format (multicast.hpp) --------------------------------------------------------------------------
 
-void store_le(std::byte* out, std::uint64_t v, std::size_t width) {
-  for (std::size_t i = 0; i < width; ++i) out[i] = static_cast<std::byte>(v >> (8 * i));
-}
-
-std::uint64_t load_le(const std::byte* in, std::size_t width) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < width; ++i) v |= std::to_integer<std::uint64_t>(in[i]) << (8 * i);
-  return v;
-}
-
 Bytes encode(std::span<const IndexRange> runs, std::span<const std::byte> payload) {
   const std::size_t header = fixed_header_bytes + range_bytes * runs.size();
   Bytes body(header + payload.size());
   std::byte* p = body.data();
-  store_le(p, wire_magic, 1);
-  store_le(p + 1, wire_version, 1);
-  store_le(p + 2, 0, 2);
-  store_le(p + 4, runs.size(), 4);
+  base::store_le<std::uint8_t>(p, wire_magic);
+  base::store_le<std::uint8_t>(p + 1, wire_version);
+  base::store_le<std::uint16_t>(p + 2, 0);
+  base::store_le<std::uint32_t>(p + 4, static_cast<std::uint32_t>(runs.size()));
   p += fixed_header_bytes;
   for (const IndexRange& r : runs) {
-    store_le(p, r.lo, 8);
-    store_le(p + 8, r.hi, 8);
+    base::store_le<std::uint64_t>(p, r.lo);
+    base::store_le<std::uint64_t>(p + 8, r.hi);
     p += range_bytes;
   }
   if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
@@ -55,15 +47,16 @@ struct Decoded {
 std::optional<Decoded> decode(std::span<const std::byte> body) {
   if (body.size() < fixed_header_bytes) return std::nullopt;
   const std::byte* p = body.data();
-  if (load_le(p, 1) != wire_magic || load_le(p + 1, 1) != wire_version || load_le(p + 2, 2) != 0)
+  if (base::load_le<std::uint8_t>(p) != wire_magic || base::load_le<std::uint8_t>(p + 1) != wire_version ||
+      base::load_le<std::uint16_t>(p + 2) != 0)
     return std::nullopt;
-  const std::uint64_t n = load_le(p + 4, 4);
+  const std::uint64_t n = base::load_le<std::uint32_t>(p + 4);
   if (n == 0 || n > (body.size() - fixed_header_bytes) / range_bytes) return std::nullopt;
   Decoded d;
   d.ranges.reserve(n);
   p += fixed_header_bytes;
   for (std::uint64_t i = 0; i < n; ++i, p += range_bytes) {
-    const IndexRange r{load_le(p, 8), load_le(p + 8, 8)};
+    const IndexRange r{base::load_le<std::uint64_t>(p), base::load_le<std::uint64_t>(p + 8)};
     if (r.empty()) return std::nullopt;
     if (!d.ranges.empty() && r.lo < d.ranges.back().hi) return std::nullopt;  // out of order or overlapping
     d.ranges.push_back(r);

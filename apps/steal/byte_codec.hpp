@@ -1,5 +1,5 @@
-// apps/steal/byte_codec.hpp — little-endian writing and checked reading of the application messages and state
-// of the work-stealing layer. Every read is bounds-checked: a malformed message or state blob makes the reader
+// apps/steal/byte_codec.hpp — writing and checked reading of the application messages and state of the
+// work-stealing layer, little-endian (base/wire.hpp), byte strings length-prefixed. Every read is bounds-checked: a malformed message or state blob makes the reader
 // fail, never read past the end.
 #pragma once
 
@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <phoenix/bytes.hpp>
 #include <span>
+
+#include "base/wire.hpp"
 
 namespace phoenix::apps {
 
@@ -16,8 +18,8 @@ class ByteWriter {
   // Reserves room for `capacity` bytes: one allocation for a message of known size.
   explicit ByteWriter(std::size_t capacity) { out_.reserve(capacity); }
   void u8(std::uint8_t v) { out_.push_back(static_cast<std::byte>(v)); }
-  void u32(std::uint32_t v) { put(v, 4); }
-  void u64(std::uint64_t v) { put(v, 8); }
+  void u32(std::uint32_t v) { put(v); }
+  void u64(std::uint64_t v) { put(v); }
   void bytes(std::span<const std::byte> b) {  // length-prefixed
     u64(b.size());
     out_.insert(out_.end(), b.begin(), b.end());
@@ -26,10 +28,11 @@ class ByteWriter {
   std::size_t size() const { return out_.size(); }
 
  private:
-  void put(std::uint64_t v, int n) {
+  template <typename T>
+  void put(T v) {
     const std::size_t at = out_.size();
-    out_.resize(at + static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) out_[at + static_cast<std::size_t>(i)] = static_cast<std::byte>(v >> (8 * i));
+    out_.resize(at + sizeof(T));
+    base::store_le<T>(out_.data() + at, v);
   }
   Bytes out_;
 };
@@ -37,19 +40,9 @@ class ByteWriter {
 class ByteReader {
  public:
   explicit ByteReader(std::span<const std::byte> in) : in_(in) {}
-  bool u8(std::uint8_t& v) {
-    std::uint64_t w = 0;
-    if (!get(w, 1)) return false;
-    v = static_cast<std::uint8_t>(w);
-    return true;
-  }
-  bool u32(std::uint32_t& v) {
-    std::uint64_t w = 0;
-    if (!get(w, 4)) return false;
-    v = static_cast<std::uint32_t>(w);
-    return true;
-  }
-  bool u64(std::uint64_t& v) { return get(v, 8); }
+  bool u8(std::uint8_t& v) { return get(v); }
+  bool u32(std::uint32_t& v) { return get(v); }
+  bool u64(std::uint64_t& v) { return get(v); }
   bool bytes(Bytes& b) {
     std::uint64_t n = 0;
     if (!u64(n) || n > in_.size() - pos_) return fail();
@@ -62,11 +55,11 @@ class ByteReader {
   bool ok() const { return ok_; }
 
  private:
-  bool get(std::uint64_t& v, int n) {
-    if (!ok_ || in_.size() - pos_ < static_cast<std::size_t>(n)) return fail();
-    v = 0;
-    for (int i = 0; i < n; ++i) v |= std::to_integer<std::uint64_t>(in_[pos_ + i]) << (8 * i);
-    pos_ += static_cast<std::size_t>(n);
+  template <typename T>
+  bool get(T& v) {
+    if (!ok_ || in_.size() - pos_ < sizeof(T)) return fail();
+    v = base::load_le<T>(in_.data() + pos_);
+    pos_ += sizeof(T);
     return true;
   }
   bool fail() {
