@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 
 namespace phoenix::bench {
 

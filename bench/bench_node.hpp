@@ -18,7 +18,7 @@
 #include <system_error>
 #include <vector>
 
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/process_group.hpp"
 
 namespace phoenix::bench {
 

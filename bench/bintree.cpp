@@ -4,7 +4,7 @@
 // Every variant evaluates the same tree (apps/bintree: 2^depth leaves, `work` rounds of arithmetic each) with
 // the same grain: subtrees of depth <= grain are one task (0: every node of the tree is a task, as in the
 // paper). Each variant runs --reps times; the median wall time is printed with its speedup over the sequential
-// median. The phoenix runs fork 1 and 2 node processes through the app launcher (apps/launch) and time from the
+// median. The phoenix runs fork 1 and 2 node processes through the app launcher (phoenix/launch) and time from the
 // first node's start to the root's value, process start-up included. Every result is compared with the
 // sequential value: a mismatch fails the benchmark. Nothing about speed is asserted.
 //

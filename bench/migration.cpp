@@ -28,8 +28,8 @@
 #include <thread>
 #include <utility>
 
-#include "apps/launch/key_file.hpp"
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/key_file.hpp"
+#include "phoenix/launch/process_group.hpp"
 #include "bench_node.hpp"
 
 namespace {

@@ -25,7 +25,7 @@
 #include <system_error>
 
 #include "bench_node.hpp"
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/process_group.hpp"
 
 namespace {
 

@@ -49,7 +49,7 @@
 #include <utility>
 #include <vector>
 
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/process_group.hpp"
 #include "bench_node.hpp"
 #include "support/sshd.hpp"
 #include "support/temp_dir.hpp"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 #include "apps/steal/task_pool.hpp"
 
 namespace phoenix::apps::bintree {

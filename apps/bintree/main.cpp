@@ -1,7 +1,7 @@
 // bintree — parallel divide-and-conquer by lazy task creation (paper 4.2, 6): a binary task tree of a given
 // depth with some work at each leaf, on local node processes that join and leave while it runs. The result
 // (leaf count and a checksum computed at the leaves) is compared with a sequential recursion. Started by the
-// shell phsh (PHSH_ROLE set: apps/launch/spawned_node.hpp) it runs one node of such a run, without the check.
+// shell phsh (PHSH_ROLE set: phoenix/launch/spawned_node.hpp) it runs one node of such a run, without the check.
 //
 // Usage: bintree [--depth D] [--work N] [--nodes N] [--schedule S | --figure6 SECONDS] [--trace FILE] ...
 //        (bintree --help says everything)
@@ -11,8 +11,8 @@
 #include <cstdio>
 
 #include "apps/bintree/bintree.hpp"
-#include "apps/launch/cluster_cli.hpp"
-#include "apps/launch/spawned_node.hpp"
+#include "phoenix/launch/cluster_cli.hpp"
+#include "phoenix/launch/spawned_node.hpp"
 
 namespace {
 

@@ -20,8 +20,8 @@
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
 
-#include "apps/launch/key_file.hpp"
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/key_file.hpp"
+#include "phoenix/launch/process_group.hpp"
 
 namespace {
 

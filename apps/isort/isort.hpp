@@ -72,8 +72,8 @@
 #include "apps/isort/layout.hpp"
 #include "apps/isort/messages.hpp"
 #include "apps/isort/npb.hpp"
-#include "apps/launch/app_cluster.hpp"
-#include "apps/launch/run_turns.hpp"
+#include "phoenix/launch/app_cluster.hpp"
+#include "phoenix/launch/run_turns.hpp"
 
 namespace phoenix::apps::isort {
 

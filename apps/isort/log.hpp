@@ -1,7 +1,7 @@
 // apps/isort/log.hpp — integer sort's spdlog logger ("isort"), quiet (warn) by default.
 #pragma once
 
-#include "apps/launch/app_log.hpp"
+#include "phoenix/launch/app_log.hpp"
 
 namespace phoenix::apps::isort {
 

@@ -1,7 +1,7 @@
 // isort — integer sort after NAS IS (paper 4.3.1) on local phoenix node processes that join and leave while it
 // runs. The RESULT (NPB's partial and full verification, and a checksum of the sorted keys) is compared with
 // the sequential benchmark over as many rounds. Started by the shell phsh (PHSH_ROLE set:
-// apps/launch/spawned_node.hpp) it runs one node of such a run; the RESULT line carries NPB's verification.
+// phoenix/launch/spawned_node.hpp) it runs one node of such a run; the RESULT line carries NPB's verification.
 //
 // Usage: isort --class S|W|A [--rounds R] [--chunk BUCKETS] [--sequential] [--nodes N] [--schedule S] ...
 //        (isort --help says everything)
@@ -10,8 +10,8 @@
 #include <string>
 
 #include "apps/isort/isort.hpp"
-#include "apps/launch/cluster_cli.hpp"
-#include "apps/launch/spawned_node.hpp"
+#include "phoenix/launch/cluster_cli.hpp"
+#include "phoenix/launch/spawned_node.hpp"
 
 namespace {
 

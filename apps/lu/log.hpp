@@ -1,7 +1,7 @@
 // apps/lu/log.hpp — the LU application's spdlog logger ("lu"), quiet (warn) by default.
 #pragma once
 
-#include "apps/launch/app_log.hpp"
+#include "phoenix/launch/app_log.hpp"
 
 namespace phoenix::apps::lu {
 

@@ -72,7 +72,7 @@
 #include <optional>
 #include <string>
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 #include "apps/lu/kernels.hpp"
 
 namespace phoenix::apps::lu {
@@ -115,7 +115,7 @@ void record_residual(Summary& s, double residual);
 std::string describe(const Summary& s);
 std::optional<Summary> parse_summary(const std::string& text);
 
-// The node process of an LU run under the launcher (apps/launch/app_cluster.hpp). Returns the exit status.
+// The node process of an LU run under the launcher (phoenix/launch/app_cluster.hpp). Returns the exit status.
 int run_node(launch::NodeProcess& process, const Problem& problem);
 
 // The whole factorisation on this thread, one BLAS thread, with LAPACKE_dgetrf: the baseline.

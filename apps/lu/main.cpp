@@ -2,15 +2,15 @@
 // space, on local node processes that join and leave while it runs. Partial pivoting by default (PA = LU, as
 // LAPACK's dgetrf), the paper's variant without pivoting with --no-pivot. Progress is counted in flops; the
 // residual ||PA - LU|| / ||A|| is computed at the end and checked. Started by the shell phsh (PHSH_ROLE set:
-// apps/launch/spawned_node.hpp) it runs one node of such a run; the RESULT line carries the residual check.
+// phoenix/launch/spawned_node.hpp) it runs one node of such a run; the RESULT line carries the residual check.
 //
 // Usage: lu [--n N] [--block NB] [--no-pivot] [--seed S] [--no-check] [--sequential]
 //           [--nodes N] [--schedule S | --figure6 SECONDS] [--trace FILE] ...   (lu --help says everything)
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "apps/launch/cluster_cli.hpp"
-#include "apps/launch/spawned_node.hpp"
+#include "phoenix/launch/cluster_cli.hpp"
+#include "phoenix/launch/spawned_node.hpp"
 #include "apps/lu/lu.hpp"
 
 namespace {

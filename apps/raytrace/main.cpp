@@ -1,7 +1,7 @@
 // raytrace — renders a scene (apps/raytrace/scenes/) by parallel divide-and-conquer over image tiles (the
 // lazy-task-creation layer of apps/steal) on local node processes that join and leave while it runs, writes a
 // PNG, and checks that the image is bit-identical to the sequential render. Started by the shell phsh
-// (PHSH_ROLE set: apps/launch/spawned_node.hpp) it runs one node of such a render; the node that reports the
+// (PHSH_ROLE set: phoenix/launch/spawned_node.hpp) it runs one node of such a render; the node that reports the
 // RESULT writes the PNG and does the check.
 //
 // Usage: raytrace [-o FILE.png] [--nodes N] [--schedule S | --figure6 SECONDS] [--trace FILE] SCENE
@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <string>
 
-#include "apps/launch/cluster_cli.hpp"
-#include "apps/launch/spawned_node.hpp"
+#include "phoenix/launch/cluster_cli.hpp"
+#include "phoenix/launch/spawned_node.hpp"
 #include "apps/raytrace/render.hpp"
 #include "apps/raytrace/scene.hpp"
 #include "apps/raytrace/tile_tasks.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 #include "apps/raytrace/render.hpp"
 #include "apps/raytrace/scene.hpp"
 #include "apps/steal/task_pool.hpp"

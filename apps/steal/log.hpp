@@ -1,7 +1,7 @@
 // apps/steal/log.hpp — the work-stealing layer's spdlog logger ("steal"), quiet (warn) by default.
 #pragma once
 
-#include "apps/launch/app_log.hpp"
+#include "phoenix/launch/app_log.hpp"
 
 namespace phoenix::apps {
 

@@ -1,5 +1,5 @@
 // apps/steal/pool_node.hpp — the node process of a divide-and-conquer application run by the launcher
-// (apps/launch/app_cluster.hpp) or started by the shell (apps/launch/spawned_node.hpp): makes the node, assumes
+// (phoenix/launch/app_cluster.hpp) or started by the shell (phoenix/launch/spawned_node.hpp): makes the node, assumes
 // everything, joins or resumes, runs the task pool, leaves or suspends when told.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 #include "apps/steal/task_pool.hpp"
 
 namespace phoenix::apps {

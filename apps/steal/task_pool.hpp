@@ -43,7 +43,7 @@
 #include <tuple>
 #include <vector>
 
-#include "apps/launch/run_turns.hpp"
+#include "phoenix/launch/run_turns.hpp"
 
 namespace phoenix::apps {
 

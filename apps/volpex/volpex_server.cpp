@@ -1,5 +1,5 @@
 // volpex_server — a node that serves the Volpex dataspace (phoenix/volpex.hpp) for the virtual nodes it
-// assumes. Started by the shell phsh, or by anything that speaks its spawn protocol (apps/launch/
+// assumes. Started by the shell phsh, or by anything that speaks its spawn protocol (phoenix/launch/
 // spawned_node.hpp): the first server assumes all of [0, L), later ones join and take half an interval with
 // its tags, and any may leave (or suspend) while replicas compute: the tags move with the intervals.
 //
@@ -10,9 +10,9 @@
 #include <chrono>
 #include <cstdio>
 
-#include "apps/launch/app_log.hpp"
-#include "apps/launch/run_turns.hpp"
-#include "apps/launch/spawned_node.hpp"
+#include "phoenix/launch/app_log.hpp"
+#include "phoenix/launch/run_turns.hpp"
+#include "phoenix/launch/spawned_node.hpp"
 
 namespace {
 
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   if (!launch::spawned_by_shell()) {
     std::fprintf(stderr,
                  "volpex_server: start it with phsh (spawn volpex_server), or set PHSH_ROLE=first|join and the "
-                 "PHOENIX_* variables (apps/launch/spawned_node.hpp)\n");
+                 "PHOENIX_* variables (phoenix/launch/spawned_node.hpp)\n");
     return 2;
   }
   return launch::run_spawned_node([&](launch::NodeProcess& p) { return serve(p, options); });

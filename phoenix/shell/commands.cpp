@@ -328,7 +328,7 @@ void Session::watch(double seconds) {
 
 // A node that joined as the computation ended may never hear that it did (its interval came after the
 // "done" passed through it): once the computation is over, nodes still running after a grace are told to stop,
-// as the local launcher does (apps/launch/app_cluster.hpp). Volpex replicas are not told: a replica that has
+// as the local launcher does (phoenix/launch/app_cluster.hpp). Volpex replicas are not told: a replica that has
 // not completed by then only lags behind its twins, whose work is the computation's (VolpexMPI ends a job once
 // one replica of every rank is done); it is stopped like `phsh kill` does, and that is no failure. A replica
 // that completed and still serves laggards from its sender log ends by itself (volpex_finalize is bounded),

@@ -4,7 +4,7 @@
 
 #include <spdlog/cfg/env.h>
 
-#include "apps/launch/app_log.hpp"
+#include "phoenix/launch/app_log.hpp"
 
 namespace phoenix::shell {
 

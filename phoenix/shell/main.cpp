@@ -18,7 +18,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "apps/launch/key_file.hpp"
+#include "phoenix/launch/key_file.hpp"
 #include "phoenix/shell/command_line.hpp"
 #include "phoenix/shell/line_editor.hpp"
 #include "phoenix/shell/session.hpp"

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "apps/bintree/bintree.hpp"
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 
 namespace {
 

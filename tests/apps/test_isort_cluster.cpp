@@ -9,7 +9,7 @@
 #include <string>
 
 #include "apps/isort/isort.hpp"
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 #include "support/temp_dir.hpp"
 
 namespace {

@@ -1,8 +1,8 @@
-// tests/apps/test_launcher.cpp — the application launcher (apps/launch/app_cluster.hpp) on its own: what makes
+// tests/apps/test_launcher.cpp — the application launcher (phoenix/launch/app_cluster.hpp) on its own: what makes
 // a run fail.
 #include <doctest/doctest.h>
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 
 using namespace phoenix;
 

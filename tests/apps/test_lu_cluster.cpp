@@ -3,7 +3,7 @@
 // node 0 (the collector, and the most blocks) leaves in the middle, its blocks moving with their state.
 #include <doctest/doctest.h>
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 #include "apps/lu/lu.hpp"
 
 namespace {

@@ -1,5 +1,5 @@
 // tests/apps/test_spawned.cpp — an application's node processes started the way the shell phsh starts them
-// (apps/launch/spawned_node.hpp), driven by hand: the real raytrace binary, forked and exec'd with the spawn
+// (phoenix/launch/spawned_node.hpp), driven by hand: the real raytrace binary, forked and exec'd with the spawn
 // protocol's environment and pipes, as a first node, a joining node and later a resumed one; a node of the test
 // itself links to them and sends "suspend FILE" and "leave" over the overlay, as phsh does. Every step is
 // checked on the report lines (JOINED, SUSPENDED, LEFT, RESULT, FINISHED) and the exit statuses, and the image

@@ -17,7 +17,7 @@
 #include <thread>
 #include <tuple>
 
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/process_group.hpp"
 #include "overlay/log.hpp"
 #include "support/temp_dir.hpp"
 

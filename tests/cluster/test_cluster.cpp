@@ -15,7 +15,7 @@
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
 
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/process_group.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace std::chrono_literals;

@@ -23,7 +23,7 @@
 #include <sstream>
 #include <thread>
 
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/process_group.hpp"
 #include "netns/netns.hpp"
 #include "overlay/log.hpp"
 #include "support/nodes.hpp"

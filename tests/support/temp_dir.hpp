@@ -10,7 +10,7 @@
 #include <random>
 #include <string>
 
-#include "apps/launch/key_file.hpp"
+#include "phoenix/launch/key_file.hpp"
 
 namespace phoenix::test {
 

@@ -1,5 +1,5 @@
 // A Volpex computation as separate processes on 127.0.0.1: volpex_server nodes that serve the dataspace
-// (started with the shell's spawn protocol, apps/launch/spawned_node.hpp) and the replicas of each application
+// (started with the shell's spawn protocol, phoenix/launch/spawned_node.hpp) and the replicas of each application
 // process, configured through the environment as phoenix/volpex.h describes. Every process is ended by PID at
 // the end.
 #pragma once

@@ -1,4 +1,4 @@
-// apps/launch/spawned_node.hpp — an application's node process started by the shell phsh instead of the
+// phoenix/launch/spawned_node.hpp — an application's node process started by the shell phsh instead of the
 // launcher: one node, in this process, whose configuration and role come from the environment.
 //
 // The spawn protocol. phsh runs the application with the arguments a user gives it and with:
@@ -16,7 +16,7 @@
 // (one ERROR line says why).
 #pragma once
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 
 namespace phoenix::launch {
 

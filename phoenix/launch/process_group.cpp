@@ -1,5 +1,5 @@
 // bench/process_group.cpp — see process_group.hpp.
-#include "apps/launch/process_group.hpp"
+#include "phoenix/launch/process_group.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

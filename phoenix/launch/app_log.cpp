@@ -1,5 +1,5 @@
-// apps/launch/app_log.cpp — see app_log.hpp.
-#include "apps/launch/app_log.hpp"
+// phoenix/launch/app_log.cpp — see app_log.hpp.
+#include "phoenix/launch/app_log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

@@ -1,5 +1,5 @@
-// apps/launch/run_turns.cpp — see run_turns.hpp.
-#include "apps/launch/run_turns.hpp"
+// phoenix/launch/run_turns.cpp — see run_turns.hpp.
+#include "phoenix/launch/run_turns.hpp"
 
 namespace phoenix::launch {
 

@@ -1,6 +1,6 @@
-// apps/launch/app_cluster.hpp — runs one application on local node processes that join and leave while it runs.
+// phoenix/launch/app_cluster.hpp — runs one application on local node processes that join and leave while it runs.
 //
-// The launcher forks node processes on 127.0.0.1 (apps/launch/process_group.hpp). The first assumes the whole
+// The launcher forks node processes on 127.0.0.1 (phoenix/launch/process_group.hpp). The first assumes the whole
 // virtual node space; every later one links to every node present and obtains an interval with ph_join. At the
 // times of the schedule a further node joins, or one present node (the oldest first: it holds virtual node 0
 // and the most state) is told to leave — SIGUSR1, upon which the application hands everything to a neighbour
@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/launch/process_group.hpp"
-#include "apps/launch/run_turns.hpp"
+#include "phoenix/launch/process_group.hpp"
+#include "phoenix/launch/run_turns.hpp"
 
 namespace phoenix::launch {
 
@@ -47,7 +47,7 @@ struct ClusterOptions {
 };
 
 // What a node process gets: how to make its node, and its line to the launcher (or to the shell phsh, which
-// starts a node process as a program: apps/launch/spawned_node.hpp).
+// starts a node process as a program: phoenix/launch/spawned_node.hpp).
 class NodeProcess {
  public:
   // How the node enters the run: it assumes all of [0, L) and starts the computation (first), obtains an

@@ -1,4 +1,4 @@
-// apps/launch/run_turns.hpp — what an application's run loop shares with its node process (RunHooks), and the
+// phoenix/launch/run_turns.hpp — what an application's run loop shares with its node process (RunHooks), and the
 // part of that loop every application repeats (RunTurns): the periodic tick (progress reports, the launcher's
 // stop request, the shell's control requests), leaving when told and suspending when told. A leave is tried
 // for one short attempt at a time, and the application handles its messages between attempts: near the end of

@@ -1,5 +1,5 @@
-// apps/launch/spawned_node.cpp — see spawned_node.hpp.
-#include "apps/launch/spawned_node.hpp"
+// phoenix/launch/spawned_node.cpp — see spawned_node.hpp.
+#include "phoenix/launch/spawned_node.hpp"
 
 #include <signal.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// apps/launch/process_group.hpp — forked child processes: local node processes for the demo, tests and
+// phoenix/launch/process_group.hpp — forked child processes: local node processes for the demo, tests and
 // benchmarks, each with a control and a report pipe.
 //
 // The benchmarks run every phoenix node in a process of its own, so that nodes share no threads, allocator or

@@ -1,4 +1,4 @@
-#include "apps/launch/key_file.hpp"
+#include "phoenix/launch/key_file.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>

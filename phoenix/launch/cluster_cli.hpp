@@ -1,5 +1,5 @@
-// apps/launch/cluster_cli.hpp — the command-line options every application shares for its run on local node
-// processes (apps/launch/app_cluster.hpp): how many nodes, the join/leave schedule, the trace, the time limit.
+// phoenix/launch/cluster_cli.hpp — the command-line options every application shares for its run on local node
+// processes (phoenix/launch/app_cluster.hpp): how many nodes, the join/leave schedule, the trace, the time limit.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "apps/launch/app_cluster.hpp"
+#include "phoenix/launch/app_cluster.hpp"
 
 namespace phoenix::launch {
 

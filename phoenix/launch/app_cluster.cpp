@@ -1,5 +1,5 @@
-// apps/launch/app_cluster.cpp — see app_cluster.hpp.
-#include "apps/launch/app_cluster.hpp"
+// phoenix/launch/app_cluster.cpp — see app_cluster.hpp.
+#include "phoenix/launch/app_cluster.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "apps/launch/key_file.hpp"
+#include "phoenix/launch/key_file.hpp"
 
 namespace phoenix::launch {
 namespace {

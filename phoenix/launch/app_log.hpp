@@ -1,4 +1,4 @@
-// apps/launch/app_log.hpp — one spdlog logger per application module (steal, lu, isort, ...), on stderr and
+// phoenix/launch/app_log.hpp — one spdlog logger per application module (steal, lu, isort, ...), on stderr and
 // quiet (warn) by default, as the runtime's own modules are (overlay/log.hpp, which libphoenix keeps private).
 #pragma once
 
