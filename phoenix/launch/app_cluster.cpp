@@ -1,5 +1,6 @@
 // phoenix/launch/app_cluster.cpp — see app_cluster.hpp.
 #include "phoenix/launch/app_cluster.hpp"
+#include "phoenix/launch/node_line.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -28,7 +29,6 @@ std::string thousands(std::uint64_t v) {
   return s;
 }
 
-bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
 
 }  // namespace
 
@@ -103,27 +103,27 @@ NodeProcess::NodeProcess(const ChildPipes& pipes, Config config, Role role, std:
   install_leave_signal();
 }
 
-void NodeProcess::report_port(const std::string& port) { report_line(pipes_.report_fd, "PORT " + port); }
+void NodeProcess::report_port(const std::string& port) { report_line(pipes_.report_fd, port_line(port)); }
 void NodeProcess::report_joined(std::uint64_t lo, std::uint64_t hi) {
   if (node_) node_->set_status("running");
-  report_line(pipes_.report_fd, "JOINED " + std::to_string(lo) + " " + std::to_string(hi));
+  report_line(pipes_.report_fd, joined_line(lo, hi));
 }
 void NodeProcess::report_units(std::uint64_t total) {
-  report_line(pipes_.report_fd, "UNITS " + std::to_string(total));
+  report_line(pipes_.report_fd, units_line(total));
 }
 void NodeProcess::report_left() {
   if (node_) node_->set_status("left");
-  report_line(pipes_.report_fd, "LEFT");
+  report_line(pipes_.report_fd, left_line);
 }
-void NodeProcess::report_suspended() { report_line(pipes_.report_fd, "SUSPENDED " + suspend_file_); }
+void NodeProcess::report_suspended() { report_line(pipes_.report_fd, suspended_line(suspend_file_)); }
 void NodeProcess::report_finished() {
   if (node_) node_->set_status("finished");
-  report_line(pipes_.report_fd, "FINISHED");
+  report_line(pipes_.report_fd, finished_line);
 }
-void NodeProcess::report_result(const std::string& text) { report_line(pipes_.report_fd, "RESULT " + text); }
+void NodeProcess::report_result(const std::string& text) { report_line(pipes_.report_fd, result_line(text)); }
 void NodeProcess::report(const std::string& line) { report_line(pipes_.report_fd, config_.name + ": " + line); }
 void NodeProcess::report_error(const std::string& what) {
-  report_line(pipes_.report_fd, "ERROR " + config_.name + ": " + what);
+  report_line(pipes_.report_fd, error_line(config_.name, what));
 }
 bool NodeProcess::stop_requested() const { return launch::stop_requested(pipes_.control_fd); }
 bool NodeProcess::leave_requested() const { return g_leave_requested != 0 || leave_asked_; }
@@ -348,30 +348,39 @@ class Launcher {
   void on_line(std::size_t i, const std::string& line) {
     auto& n = nodes_[i];
     const std::string name = o_.app + std::to_string(i);
-    if (starts_with(line, "PORT ")) {
-      n.port = line.substr(5);
-    } else if (starts_with(line, "JOINED ")) {
-      n.joined = true;
-      if (i > 0) ++joins_;
-      std::istringstream in(line.substr(7));
-      std::uint64_t lo = 0, hi = 0;
-      in >> lo >> hi;
-      say(name + " assumes [" + std::to_string(lo) + ", " + std::to_string(hi) + "); " +
-          std::to_string(present()) + " nodes present");
-    } else if (starts_with(line, "UNITS ")) {
-      n.units = std::stoull(line.substr(6));
-    } else if (starts_with(line, "LEFT")) {
-      n.left = true;
-      ++leaves_;
-      say(name + " has left; " + std::to_string(present()) + " nodes present");
-    } else if (starts_with(line, "FINISHED")) {
-      n.finished = true;
-    } else if (starts_with(line, "RESULT ")) {
-      result_ = line.substr(7);
-      result_at_ = now_s();
-    } else {
-      if (starts_with(line, "ERROR")) failed_ = true;
-      say(line);
+    const NodeLine l = parse_node_line(line);
+    switch (l.kind) {
+      case NodeLine::Kind::port:
+        n.port = l.text;
+        break;
+      case NodeLine::Kind::joined:
+        n.joined = true;
+        if (i > 0) ++joins_;
+        say(name + " assumes [" + std::to_string(l.interval.lo) + ", " + std::to_string(l.interval.hi) + "); " +
+            std::to_string(present()) + " nodes present");
+        break;
+      case NodeLine::Kind::units:
+        n.units = l.units;
+        break;
+      case NodeLine::Kind::left:
+        n.left = true;
+        ++leaves_;
+        say(name + " has left; " + std::to_string(present()) + " nodes present");
+        break;
+      case NodeLine::Kind::finished:
+        n.finished = true;
+        break;
+      case NodeLine::Kind::result:
+        result_ = l.text;
+        result_at_ = now_s();
+        break;
+      case NodeLine::Kind::error:
+        failed_ = true;
+        say(line);
+        break;
+      default:
+        say(line);
+        break;
     }
   }
 

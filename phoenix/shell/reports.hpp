@@ -1,13 +1,6 @@
 // phoenix/shell/reports.hpp — what nodes tell the shell: the text of their "status" control replies
-// (Node::control, phoenix/include/phoenix/node.hpp) and the lines their processes write to stdout.
-//
-// The stdout protocol of a node process started by phsh, one line each:
-//   PORT <endpoint>   JOINED <lo> <hi>   UNITS <total>   LEFT   SUSPENDED <file>   FINISHED
-//   REPLICA <process> <replica>   (a Volpex replica: it has started and assumes nothing)
-//   COMPLETED         (a Volpex replica called volpex_finalize: its computation is done; it may still serve
-//                      lagging replicas from its sender log before FINISHED)
-//   RESULT <text>     ERROR <name>: <what>                and free remarks "<name>: <text>"
-// Pure functions: no I/O.
+// (Node::control, phoenix/include/phoenix/node.hpp); the lines their processes write to stdout are read with
+// phoenix/launch/node_line.hpp. Pure functions: no I/O.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "phoenix/launch/node_line.hpp"
+
 namespace phoenix::shell {
+
+using launch::NodeLine;
+using launch::parse_node_line;
 
 // A node's answer to "status" (key=value lines). Keys it does not send keep their defaults.
 struct NodeStatus {
@@ -39,17 +37,5 @@ std::optional<std::vector<Interval>> parse_intervals(std::string_view text);
 
 // "[0, 512) [768, 1024)", or "-" for none.
 std::string format_intervals(const std::vector<Interval>& intervals);
-
-struct NodeLine {
-  enum class Kind { port, joined, replica, units, left, suspended, completed, finished, result, error, remark };
-  Kind kind = Kind::remark;
-  std::string text;         // port: the endpoint; suspended: the file; result, error, remark: the text;
-                            // replica: "replica R of process P"
-  Interval interval;        // joined
-  std::uint64_t units = 0;  // units
-};
-
-// A line of a node process's stdout. A keyword line whose arguments do not parse is a remark.
-NodeLine parse_node_line(std::string_view line);
 
 }  // namespace phoenix::shell

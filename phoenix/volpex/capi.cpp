@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "phoenix/launch/node_line.hpp"
 #include "phoenix/service_access.hpp"
 #include "phoenix/volpex/client.hpp"
 #include "phoenix/volpex/communicator.hpp"
@@ -179,8 +180,8 @@ int volpex_init(int /*argc*/, char* /*argv*/[]) {
   static const bool stops_at_exit = std::atexit(halt_at_exit) == 0;
   if (!stops_at_exit) phoenix::volpex::logger()->warn("volpex_init: exit() without volpex_finalize is unsafe");
   if (started_by_shell()) {
-    report_line("PORT " + p->node.local_port());
-    report_line("REPLICA " + std::to_string(id) + " " + std::to_string(comm.replica));
+    report_line(phoenix::launch::port_line(p->node.local_port()));
+    report_line(phoenix::launch::replica_line(id, comm.replica));
   }
   process = std::move(p);
   return PH_OK;
@@ -228,14 +229,14 @@ void volpex_finalize(void) {
   std::lock_guard lock(lifecycle_mu);
   if (!process) return;
   // Its computation is done; the shell may stop lagging twins once every process has a replica this far.
-  if (started_by_shell()) report_line("COMPLETED");
+  if (started_by_shell()) report_line(std::string(phoenix::launch::completed_line));
   // Lagging replicas of other processes may still pull what this one sent: serve them first (bounded).
   process->comm->finish(std::chrono::seconds(60));
   process->comm.reset();
   process->client.reset();
   process->node.finalize();
   process.reset();
-  if (started_by_shell()) report_line("FINISHED");
+  if (started_by_shell()) report_line(std::string(phoenix::launch::finished_line));
 }
 
 }  // extern "C"

@@ -195,3 +195,21 @@ TEST_CASE("node process lines: every keyword, and malformed keyword lines as rem
   CHECK(parse_node_line("JOINED x y").kind == NodeLine::Kind::remark);
   CHECK(parse_node_line("LEFTOVER").kind == NodeLine::Kind::remark);
 }
+
+TEST_CASE("node process lines: what the writers write reads back as what they said") {
+  namespace l = phoenix::launch;
+  CHECK(parse_node_line(l::port_line("tcp://127.0.0.1:4000")).text == "tcp://127.0.0.1:4000");
+  const auto joined = parse_node_line(l::joined_line(7, 1ull << 62));
+  CHECK(joined.kind == NodeLine::Kind::joined);
+  CHECK(joined.interval == Interval{7, 1ull << 62});
+  CHECK(parse_node_line(l::units_line(123)).units == 123);
+  CHECK(parse_node_line(l::replica_line(3, 2)).text == "replica 2 of process 3");
+  CHECK(parse_node_line(l::suspended_line("/tmp/n.suspend")).text == "/tmp/n.suspend");
+  CHECK(parse_node_line(l::result_line("sum 42")).text == "sum 42");
+  const auto error = parse_node_line(l::error_line("n1", "join: timed out"));
+  CHECK(error.kind == NodeLine::Kind::error);
+  CHECK(error.text == "join: timed out");
+  CHECK(parse_node_line(l::left_line).kind == NodeLine::Kind::left);
+  CHECK(parse_node_line(l::completed_line).kind == NodeLine::Kind::completed);
+  CHECK(parse_node_line(l::finished_line).kind == NodeLine::Kind::finished);
+}
