@@ -1,24 +1,12 @@
 // phoenix/launch/node_line.cpp — see node_line.hpp.
 #include "phoenix/launch/node_line.hpp"
 
-#include <charconv>
+#include "base/text.hpp"
 
 namespace phoenix::launch {
 namespace {
-
-template <typename T>
-bool parse_number(std::string_view text, T& out) {
-  if (text.empty()) return false;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
+using base::parse_number;
+using base::trim;
 }  // namespace
 
 NodeLine parse_node_line(std::string_view line) {

@@ -1,19 +1,16 @@
 // phoenix/shell/reports.cpp — see reports.hpp.
 #include "phoenix/shell/reports.hpp"
 
-#include <charconv>
 #include <cstdlib>
 #include <sstream>
+
+#include "base/text.hpp"
 
 namespace phoenix::shell {
 namespace {
 
-template <typename T>
-bool parse_number(std::string_view text, T& out) {
-  if (text.empty()) return false;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
+using base::parse_number;
+using base::trim;
 
 bool parse_double(std::string_view text, double& out) {
   if (text.empty()) return false;
@@ -22,13 +19,6 @@ bool parse_double(std::string_view text, double& out) {
   out = std::strtod(s.c_str(), &end);
   return end == s.c_str() + s.size();
 }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
 
 }  // namespace
 
