@@ -7,12 +7,10 @@
 //
 // Below the huge-page classes (lead_of), a block's data starts data_lead bytes into its mapping: where a message
 // body sits in a write, behind its frame header and data head. The kernel copies a write into the socket's page
-// fragments, and in a request-reply exchange (everything sent before acknowledged) from the start of a page on,
-// so the body lands data_lead bytes past a page boundary, on both ends. Stored at the same offset, the body is
-// copied between equally aligned addresses; 48 bytes apart, the CPU's string copy (rep movsb) ran at less than
-// half the speed on the AMD EPYC of bench/README.md: 1 MiB ping-pong 3,135 -> 3,670 MB/s, median of six
-// alternating runs each; bench/socket_pingpong, the bare system calls, --body-offset 0 against 48 in four
-// alternating runs: 3,630-3,980 -> 6,070-6,490 MB/s.
+// fragments from the start of a page on, so the body lands data_lead bytes past a page boundary on both ends;
+// stored at the same offset, it is copied between equally aligned addresses, which the CPU's string copy does
+// much faster than between addresses 48 bytes apart (docs/overlay.md, "Reliable links"; bench/README.md, the
+// socket floor).
 #include <sys/mman.h>
 
 #include <array>

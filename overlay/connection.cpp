@@ -9,11 +9,10 @@ namespace phoenix::overlay {
 namespace {
 constexpr std::size_t max_frames_per_write = 64;
 constexpr std::uint64_t max_bytes_per_write = 4u << 20;
-// One read takes at most this much, even when a large body could take more. While a large message streams in
-// over loopback, reads of 32-64 KiB keep the sender's pipeline full: the receiver gives the socket back and
-// opens the window after every skb or two. Reads of whatever has arrived (128 KiB and more) nearly halve the
-// throughput on the 2-CPU machine of bench/README.md (bench/socket_pingpong --body-offset 48, 1 MiB messages,
-// four alternating runs: 6,070-6,490 MB/s with 64 KiB reads, 3,900-4,130 MB/s with --read-max 1048576).
+// One read takes at most this much, even when a large body could take more: while a large message streams in
+// over loopback, reads of 32-64 KiB keep the sender's pipeline full (the receiver gives the socket back and
+// opens the window after every skb or two), where reads of whatever has arrived hold the sender back
+// (docs/overlay.md, "Reliable links"; bench/README.md, the socket floor).
 constexpr std::size_t max_read_bytes = 64u << 10;
 // A data frame with at least this much body is written before its tag is computed: the tag follows in the next
 // write, and computing it (about 80 us per MiB) overlaps the receiver's reading instead of coming before it.

@@ -124,7 +124,7 @@ class connection : public std::enable_shared_from_this<connection> {
   //   read_direct()   one non-blocking read, handled like any read; the bytes read (0: nothing, or not yet),
   //                   or direct_reads_stopped once the read began a large body: the event loop reads the
   //                   rest, since non-blocking reads repeated on a socket the sender is filling contend for
-  //                   the socket's lock (1 MiB ping-pong: 4.2 GB/s read directly, 5.0 GB/s through epoll);
+  //                   the socket's lock (docs/overlay.md, "Direct reads");
   //   end_direct()    gives reading back to the event loop by a posted handler, so that the thread that
   //                   found its message pays nothing for it now; a begin_direct() before that handler ran
   //                   takes the link back at no cost (the usual case of a thread that replies and waits).
