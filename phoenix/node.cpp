@@ -1,4 +1,5 @@
-// node.cpp — phoenix::Node: one physical node of the Phoenix model over the overlay.
+// node.cpp — phoenix::Node: one physical node of the Phoenix model over the overlay: its lifecycle, mailbox and
+// migrations, and the facade. Remote control is control_service.cpp; the shared state is node_impl.hpp.
 #include <openssl/rand.h>
 #include <signal.h>
 #include <spdlog/cfg/env.h>
@@ -17,15 +18,14 @@
 #include "migration/message.hpp"
 #include "overlay/cluster_key.hpp"
 #include "overlay/log.hpp"
-#include "base/log_budget.hpp"
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"
 #include "phoenix/control_guard.hpp"
-#include "phoenix/control_key_file.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/message_holders.hpp"
 #include "phoenix/message_log.hpp"
 #include "phoenix/migration_driver.hpp"
+#include "phoenix/node_impl.hpp"
 #include "phoenix/progress.hpp"
 #include "phoenix/service_access.hpp"
 
@@ -86,137 +86,8 @@ void set_log_levels(spdlog::level::level_enum level) {
   for (std::size_t i = 0; i < std::size(modules); ++i) base::follow_env_level(*modules[i], before[i]);
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
-}
-
-// How long Node::control waits for a route to the node it asks before it says PH_EUNREACH.
-constexpr auto control_route_wait = std::chrono::seconds(1);
-// How many lines `log` returns when the request names no number, and at most.
-constexpr std::size_t default_log_lines = 50;
-constexpr std::size_t max_log_lines = 1000;
-
-std::uint64_t wall_clock_ms() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
-}
-
 }  // namespace
 
-class Node::Impl {
- public:
-  using OwnershipObserver = Node::OwnershipObserver;
-  explicit Impl(ConfigResult r) : config_(std::move(r.config)), config_error_(std::move(r.error)) {}
-
-  std::error_code initialize(std::string_view port, const char* log_in);
-  std::error_code finalize(const char* log_out, const std::vector<suspended_interval>& state = {});
-  std::error_code suspend(const char* file);
-  std::error_code set_state_handlers(PackFn pack, UnpackFn unpack);
-  std::optional<ControlReply> control(vp_t node, std::string_view request, std::chrono::milliseconds timeout,
-                                      std::error_code* ec);
-  RoutingSnapshot snapshot();  // holding the token
-  std::error_code send(vp_t dest, int tag, std::span<const std::byte> data);
-  std::error_code send(vp_t dest, int tag, Bytes&& body);
-  // The checks of ph_send, and the reservation of room for `size` body bytes among the waiting messages.
-  std::error_code check_send(int tag, std::size_t size, bool null_data, bool service = false) const;
-  std::error_code enqueue(vp_t dest, int tag, Bytes body);  // after check_send
-  // A receive call: the calling thread is done with the message it had (message_holders.hpp), then gets one.
-  std::optional<Message> receive(int tag, clock::time_point deadline, bool service = false);
-  std::optional<Message> take(int tag);
-  std::optional<Message> hand_out(std::optional<Message> m);  // records m as in the calling thread's hands
-  void came_back() { holders_.came_back(); }
-  std::error_code assume(Interval s);
-  std::error_code release(Interval s);
-
-  // migration (migration_driver.hpp)
-  std::error_code join(std::chrono::milliseconds timeout);
-  std::error_code leave(std::chrono::milliseconds timeout);
-  std::error_code migrate(const migration::plan& p, std::chrono::milliseconds timeout);
-  int poll();
-
-  Config config_;
-  std::string config_error_;
-  std::atomic<bool> running_{false};
-  vp_t resource_name_ = 0;
-  std::string local_port_;
-  std::unique_ptr<progress_engine> progress_;
-  std::unique_ptr<overlay::overlay> overlay_;
-  std::unique_ptr<migration_driver> migration_;
-  OwnershipObserver observer_;
-
-  // Application messages threads may still be handling; recorded once state handlers are set.
-  message_holders holders_;
-
-  std::mutex inbox_mu_;
-  std::deque<Message> inbox_;
-  std::uint64_t received_total_ = 0;  // messages the application received (inbox_mu_)
-  std::uint64_t sent_total_ = 0;      // messages of the application handed to the overlay (the token)
-
-  // Remote control (control.hpp). The calls waiting for a reply (nullopt until it came) and the rate are the
-  // I/O context's (the token); requests for the application and its status text are shared with it.
-  std::uint64_t next_control_id_ = 0;
-  std::unordered_map<std::uint64_t, std::optional<control_packet>> control_calls_;
-  clock::time_point rate_since_;
-  std::uint64_t rate_base_ = 0;
-  double rate_ = 0;
-  std::mutex requests_mu_;
-  std::deque<ControlRequest> requests_;
-  std::string app_status_;
-  // Who may control this node (control_guard.hpp), the key it signs its own guarded requests with, and what
-  // it refused; warnings about refusals are budgeted, since any key holder can trigger them.
-  control_guard control_guard_;
-  controller_key control_signer_;
-  std::uint64_t control_malformed_ = 0;
-  std::uint64_t control_refused_ = 0;
-  base::log_budget control_warnings_{std::chrono::seconds(10), 5};
-  // Messages with a negative tag nothing can receive (deliver), dropped and counted; warnings budgeted.
-  std::uint64_t unreceivable_dropped_ = 0;
-  base::log_budget drop_warnings_{std::chrono::seconds(10)};
-  // From initialize's log (a suspend's), taken up when the application sets its state handlers.
-  std::vector<suspended_interval> restore_;
-  // The state handlers, for suspend and the taking up of restore_ (the application's thread).
-  PackFn pack_;
-  UnpackFn unpack_;
-
-  // Packets from ph_send on their way to the I/O context, in send order (see send()).
-  std::mutex outbox_mu_;
-  std::vector<overlay::packet> outbox_;
-  std::atomic<bool> drain_posted_{false};
-
- private:
-  void drain_outbox();
-  std::error_code fail(int code, const std::string& why);
-  void deliver(overlay::packet&& p);
-  void on_control(overlay::packet&& p);                          // holding the token
-  std::error_code load_control_keys();
-  void warn_control(const std::string& what);                    // holding the token: budgeted
-  void drop_unreceivable(const overlay::packet& p);              // holding the token: counted, budgeted
-  bool refused_control(const control_packet& c, const overlay::packet& p, control_packet& reply);
-  control_packet answer(const std::string& request, vp_t from);  // holding the token
-  std::string status_text();                                     // holding the token
-  overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
-  std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
-  void release_and_requeue(Interval s);  // holding the token
-  bool assume_now(Interval s);           // holding the token; false if it overlaps
-  void sync_migration_interval();        // holding the token: the protocol learns what the node assumes
-  bool migration_involved() const;       // holding the token: an attempt or a lock is under way
-  // Closes the migration protocol and drives the node until no migration it takes part in is under way (the
-  // wait of finalize and suspend); false if one still is after migration_settle_timeout.
-  bool settle_migrations();
-  // Drives the node and runs pending migration steps until done() (evaluated holding the token) or the
-  // deadline; returns done()'s last value.
-  bool drive_migration(const std::function<bool()>& done, clock::time_point deadline);
-  // One protocol attempt, to its end or the deadline.
-  migration::outcome one_attempt(const migration::plan& p, clock::time_point deadline);
-  void back_off(std::chrono::milliseconds& backoff, clock::time_point deadline);
-  std::optional<migration::interval> current_interval() {  // the protocol's I; nullopt: several intervals
-    return progress_->call([&] { return migration_->protocol().current(); });
-  }
-  std::mt19937_64 backoff_rng_{std::random_device{}()};
-};
 
 std::error_code Node::Impl::fail(int code, const std::string& why) {
   logger()->error("{}: {}", config_.name, why);
@@ -694,206 +565,6 @@ std::error_code Node::Impl::set_state_handlers(PackFn pack, UnpackFn unpack) {
                    r.state.size());
   }
   return result;
-}
-
-// --- remote control (control.hpp) ---------------------------------------------------------------------------
-
-std::optional<Node::ControlReply> Node::Impl::control(vp_t node, std::string_view request,
-                                                      std::chrono::milliseconds timeout, std::error_code* ec) {
-  auto failed = [&](int code) -> std::optional<ControlReply> {
-    if (ec) *ec = make_error_code(code);
-    return std::nullopt;
-  };
-  if (!running_) return failed(PH_ESTATE);
-  const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
-  // A node just linked may not have advertised its route yet: wait a little for it, not for the whole timeout.
-  progress_->drive_until([&] { return node == resource_name_ || overlay_->can_reach(node); },
-                         std::min(deadline, clock::now() + control_route_wait));
-  const auto id = progress_->call([&]() -> std::optional<std::uint64_t> {
-    if (node != resource_name_ && !overlay_->can_reach(node)) return std::nullopt;
-    const auto call = ++next_control_id_;
-    control_calls_.emplace(call, std::nullopt);
-    overlay::packet p;
-    p.dest = node;
-    p.tag = control_tag;
-    control_packet c{control_packet::kind::request, true, call, std::string(request), std::nullopt};
-    if (control_signer_.can_sign() && is_guarded(request)) {
-      control_nonce nonce;
-      if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) == 1)
-        control_signer_.seal(c, node, wall_clock_ms(), nonce);  // else unsealed: the node refuses it
-    }
-    p.body = encode_control(c);
-    overlay_->send_unbounded(std::move(p));
-    return call;
-  });
-  if (!id) return failed(PH_EUNREACH);
-  std::optional<control_packet> reply;
-  progress_->drive_until([&] { return control_calls_.at(*id).has_value(); }, deadline);
-  progress_->call([&] {  // answered or not, the call is over: a late reply finds nobody waiting
-    reply = std::move(control_calls_.at(*id));
-    control_calls_.erase(*id);
-  });
-  if (!reply) return failed(PH_ETIMEDOUT);
-  if (ec) ec->clear();
-  return ControlReply{reply->ok, std::move(reply->text)};
-}
-
-std::error_code Node::Impl::load_control_keys() {
-  control_guard_ = control_guard();
-  control_signer_ = controller_key();
-  if (!config_.control_key_file.empty()) {
-    auto k = load_controller_key(config_.control_key_file, false);
-    if (!k.error.empty()) return fail(PH_EKEY, k.error);
-    control_guard_ = control_guard(std::move(k.key));
-  }
-  if (!config_.controller_key_file.empty()) {
-    auto k = load_controller_key(config_.controller_key_file, true);
-    if (!k.error.empty()) return fail(PH_EKEY, k.error);
-    if (!k.warning.empty()) logger()->warn("{}: {}", config_.name, k.warning);
-    control_signer_ = std::move(k.key);
-  }
-  control_malformed_ = 0;
-  control_refused_ = 0;
-  return {};
-}
-
-// A tag no application and no service can receive: held, it would stay in the inbox for ever.
-void Node::Impl::drop_unreceivable(const overlay::packet& p) {
-  ++unreceivable_dropped_;
-  if (!drop_warnings_.pass(std::chrono::steady_clock::now())) return;
-  logger()->warn("{}: dropped a message with tag {} from {}, which nothing can receive ({} so far)", config_.name,
-                 p.tag, p.source, unreceivable_dropped_);
-}
-
-void Node::Impl::warn_control(const std::string& what) {
-  const auto suppressed = control_warnings_.pass(std::chrono::steady_clock::now());
-  if (!suppressed) return;
-  if (*suppressed)
-    logger()->warn("{}: {} ({} more control warnings suppressed; {} malformed, {} refused so far)",
-                   config_.name, what, *suppressed, control_malformed_, control_refused_);
-  else
-    logger()->warn("{}: {}", config_.name, what);
-}
-
-// A guarded request that control_guard refuses: *reply says why. Open requests pass.
-bool Node::Impl::refused_control(const control_packet& c, const overlay::packet& p, control_packet& reply) {
-  if (!is_guarded(c.text)) return false;
-  auto verdict = control_guard_.check(c, resource_name_, p.dest, wall_clock_ms());
-  if (verdict.admitted()) return false;
-  ++control_refused_;
-  warn_control("refused a control request from " + std::to_string(p.source) + ": " + verdict.text);
-  reply.ok = false;
-  reply.text = std::move(verdict.text);
-  return true;
-}
-
-void Node::Impl::on_control(overlay::packet&& p) {
-  auto c = decode_control(p.body);
-  if (!c) {
-    ++control_malformed_;
-    warn_control("malformed control message from " + std::to_string(p.source) + " dropped");
-    return;
-  }
-  if (c->what == control_packet::kind::reply) {
-    const auto call = control_calls_.find(c->id);
-    if (call != control_calls_.end()) call->second = std::move(*c);
-    return;
-  }
-  control_packet reply;
-  if (!refused_control(*c, p, reply)) reply = answer(c->text, p.source);
-  reply.what = control_packet::kind::reply;
-  reply.id = c->id;
-  overlay::packet out;
-  out.dest = p.source;
-  out.tag = control_tag;
-  out.body = encode_control(reply);
-  overlay_->send_unbounded(std::move(out));
-}
-
-control_packet Node::Impl::answer(const std::string& request, vp_t from) {
-  std::istringstream in(request);
-  std::string verb;
-  in >> verb;
-  control_packet r;
-  // on_control checked the seal of every request is_guarded() names; a guarded verb it did not see as one
-  // (parsed another way) must not run unchecked.
-  if (is_guarded(verb) && !is_guarded(request)) {
-    r.ok = false;
-    r.text = "malformed request";
-    return r;
-  }
-  if (verb == "status") {
-    r.text = status_text();
-  } else if (verb == "routes") {
-    r.text = describe(snapshot());
-  } else if (verb == "log") {
-    std::size_t n = default_log_lines;
-    if (!(in >> n)) n = default_log_lines;
-    const auto lines = base::recent_lines()->last_formatted(std::min(n, max_log_lines));
-    for (const auto& l : lines) r.text += l;
-  } else if (verb == "leave" || verb == "suspend") {
-    ControlRequest q;
-    q.kind = verb == "leave" ? ControlRequest::Kind::leave : ControlRequest::Kind::suspend;
-    q.from = from;
-    if (q.kind == ControlRequest::Kind::suspend && !(in >> q.file)) {
-      r.ok = false;
-      r.text = "suspend needs a file";
-      return r;
-    }
-    std::lock_guard lock(requests_mu_);
-    requests_.push_back(std::move(q));
-    r.text = verb + " requested";
-    logger()->info("{}: {} requested by {}", config_.name, verb, from);
-  } else if (verb == "kill") {
-    logger()->warn("{}: killed by a control request from {}", config_.name, from);
-    ::kill(::getpid(), SIGKILL);  // a crash, on purpose: nothing is flushed or handed over
-  } else {
-    r.ok = false;
-    r.text = "unknown request '" + verb + "'";
-  }
-  return r;
-}
-
-std::string Node::Impl::status_text() {
-  const auto s = snapshot();
-  const auto now = clock::now();
-  std::uint64_t received = 0;
-  std::size_t queued = 0;
-  {
-    std::lock_guard lock(inbox_mu_);
-    queued = inbox_.size();
-    received = received_total_;
-  }
-  const std::uint64_t total = sent_total_ + received;
-  const double dt = std::chrono::duration<double>(now - rate_since_).count();
-  if (dt >= 0.5) {  // per second since the previous status, or since initialize
-    rate_ = static_cast<double>(total - rate_base_) / dt;
-    rate_base_ = total;
-    rate_since_ = now;
-  }
-  std::string state;
-  {
-    std::lock_guard lock(requests_mu_);
-    state = app_status_;
-  }
-  if (state.empty()) state = s.migration_attempting || s.migration_locked ? "migrating" : "running";
-  std::string peers;
-  std::size_t links_up = 0;
-  for (const auto& l : s.links) {
-    if (l.state != "up" || l.peer == 0) continue;
-    ++links_up;
-    if (!peers.empty()) peers += ',';
-    peers += std::to_string(l.peer);
-  }
-  std::ostringstream out;
-  char rate[32];
-  std::snprintf(rate, sizeof rate, "%.1f", rate_);
-  out << "name=" << config_.name << "\nhost=" << host_name() << "\npid=" << ::getpid()
-      << "\nendpoint=" << local_port_ << "\nresource=" << resource_name_
-      << "\nassumed=" << (s.assumed.empty() ? "" : describe(s.assumed)) << "\nqueued=" << queued
-      << "\nwaiting=" << s.waiting_messages << "\ndropped=" << unreceivable_dropped_ << "\nsent=" << sent_total_ << "\nreceived=" << received
-      << "\nrate=" << rate << "\nstate=" << state << "\nlinks=" << links_up << "\npeers=" << peers << "\n";
-  return out.str();
 }
 
 // --- Node ---------------------------------------------------------------------------------------------------
