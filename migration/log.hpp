@@ -1,4 +1,4 @@
-// log.hpp — the migration module's spdlog logger ("migration"), quiet (warn) by default; see overlay/log.hpp.
+// log.hpp — the migration module's spdlog logger ("migration"), quiet (warn) by default; see base/log.hpp.
 #pragma once
 
 #include "base/log.hpp"

@@ -1,4 +1,4 @@
-// log.hpp — the runtime's spdlog logger ("phoenix"), quiet (warn) by default; see overlay/log.hpp.
+// log.hpp — the runtime's spdlog logger ("phoenix"), quiet (warn) by default; see base/log.hpp.
 #pragma once
 
 #include "base/log.hpp"

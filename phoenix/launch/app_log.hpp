@@ -1,5 +1,5 @@
 // phoenix/launch/app_log.hpp — one spdlog logger per application module (steal, lu, isort, ...), on stderr and
-// quiet (warn) by default, as the runtime's own modules are (overlay/log.hpp, which libphoenix keeps private).
+// quiet (warn) by default, as the runtime's own modules are (base/log.hpp, which libphoenix keeps private).
 #pragma once
 
 #include <spdlog/spdlog.h>
