@@ -216,11 +216,9 @@ std::optional<Message> Node::Impl::take(int tag) {
   Message m = std::move(*it);
   inbox_.erase(it);
   ++received_total_;
-  return m;
-}
-
-std::optional<Message> Node::Impl::hand_out(std::optional<Message> m) {
-  if (m && m->tag() >= 0) holders_.handed_out(m->dest());
+  // Recorded before the inbox lock opens: a giver that releases the interval next (which takes this lock) then
+  // sees the message in this thread's hands and packs only after it (message_holders.hpp).
+  if (m.tag() >= 0) holders_.handed_out(m.dest());
   return m;
 }
 
@@ -228,14 +226,14 @@ std::optional<Message> Node::Impl::hand_out(std::optional<Message> m) {
 std::optional<Message> Node::Impl::receive(int tag, clock::time_point deadline, bool service) {
   came_back();
   if (tag < any_tag && !(service && tag <= first_service_tag)) return std::nullopt;
-  if (auto m = take(tag)) return hand_out(std::move(m));
+  if (auto m = take(tag)) return m;
   if (!running_) return std::nullopt;
   std::optional<Message> got;
   for (;;) {
     migration_->run_pending(*progress_);
     progress_->drive_until([&] { return (got = take(tag)).has_value() || migration_->has_pending(); },
                            deadline);
-    if (got || !migration_->has_pending()) return hand_out(std::move(got));
+    if (got || !migration_->has_pending()) return got;
   }
 }
 
@@ -628,7 +626,7 @@ std::optional<Message> Node::recv(int tag) { return impl_->receive(tag, clock::t
 std::optional<Message> Node::try_recv(int tag) {
   impl_->came_back();
   if (tag < any_tag || !impl_->running_) return std::nullopt;
-  if (auto m = impl_->take(tag)) return impl_->hand_out(std::move(m));
+  if (auto m = impl_->take(tag)) return m;
   // Nothing queued. While the background thread waits in the event loop, it handles whatever arrives: waking it
   // to take one turn here would cost more than the turn. Otherwise (the application kept it away, or a
   // migration step waits for this thread) take one non-blocking turn, as MPI_Iprobe does.

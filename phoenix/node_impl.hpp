@@ -49,8 +49,8 @@ class Node::Impl {
   std::error_code enqueue(vp_t dest, int tag, Bytes body);  // after check_send
   // A receive call: the calling thread is done with the message it had (message_holders.hpp), then gets one.
   std::optional<Message> receive(int tag, clock::time_point deadline, bool service = false);
+  // The oldest queued message with `tag`, recorded as in the calling thread's hands.
   std::optional<Message> take(int tag);
-  std::optional<Message> hand_out(std::optional<Message> m);  // records m as in the calling thread's hands
   void came_back() { holders_.came_back(); }
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
