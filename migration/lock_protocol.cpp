@@ -9,21 +9,30 @@
 
 namespace phoenix::migration {
 
-lock_protocol::lock_protocol(vp_t self, vp_t space_size, host& h)
-    : self_(self), space_size_(space_size), host_(h) {}
+lock_protocol::lock_protocol(vp_t self, vp_t space_size) : self_(self), space_size_(space_size) {}
 
 void lock_protocol::send(vp_t to, kind k, interval span) {
-  message m;
-  m.what = k;
-  m.from = self_;
-  m.span = span;
-  host_.send_to_node(to, m);
+  effect e;
+  e.what = effect::type::send_to_node;
+  e.to = to;
+  e.m.what = k;
+  e.m.from = self_;
+  e.m.span = span;
+  effects_.push_back(e);
 }
 
 void lock_protocol::set_interval(std::optional<interval> i) {
   migratable_ = i.has_value();
   interval_ = i.value_or(interval{});
   if (interval_.empty()) interval_ = {};
+}
+
+void lock_protocol::order(effect::type what, vp_t partner, interval t) {
+  effect e;
+  e.what = what;
+  e.to = partner;
+  e.m.span = t;
+  effects_.push_back(e);
 }
 
 void lock_protocol::end_attempt(outcome o) {
@@ -33,70 +42,85 @@ void lock_protocol::end_attempt(outcome o) {
 
 // --- Figure 2 -----------------------------------------------------------------------------------------------
 
-bool lock_protocol::begin(const plan& p) {
-  if (locked_ || attempting_ || !migratable_ || closing_) return false;  // lines 9, 12, 15: s = FREE and not l
+std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode) {
+  if (locked_ || attempting_ || !migratable_ || closing_) return std::nullopt;  // lines 9, 12, 15: s = FREE, not l
   vp_t v = 0;
   side where = p.where;
   if (interval_.empty()) {
     where = side::any;  // line 10: any virtual node
-    v = host_.random_vnode();
+    v = any_vnode;
   } else if (where == side::below && interval_.lo > 0) {
     v = interval_.lo - 1;  // line 13: a - 1 in V
   } else if (where == side::above && interval_.hi < space_size_) {
     v = interval_.hi;  // line 16: b in V
   } else {
-    return false;  // the side lies outside V (or "any" for a node that assumes something)
+    return std::nullopt;  // the side lies outside V (or "any" for a node that assumes something)
   }
   plan_ = p;
   side_ = where;
   partner_ = 0;
   partner_span_ = {};
   aborting_ = false;
-  message m;
-  m.what = kind::query;
-  m.from = self_;
-  host_.send_to_vnode(v, m);  // lines 10, 13, 16
+  effect query;
+  query.what = effect::type::send_to_vnode;
+  query.to = v;
+  query.m.what = kind::query;
+  query.m.from = self_;
+  effects_.push_back(query);  // lines 10, 13, 16
   attempting_ = true;         // lines 11, 14, 17
   outcome_ = outcome::running;
   logger()->debug("{:x}: attempt to {} via vnode {}", self_,
                   p.what == plan::action::take_half || p.what == plan::action::take ? "take" : "give", v);
-  return true;
+  return take_effects();
 }
 
 // --- Figure 3 -----------------------------------------------------------------------------------------------
 
-void lock_protocol::on_message(const message& m) {
+effects lock_protocol::on_message(const message& m) {
   const vp_t q = m.from;
   switch (m.what) {
     case kind::query:
-      return on_query(q);
+      on_query(q);
+      break;
     case kind::lock_you_first:
-      return on_lock_you_first(q, m.span);
+      on_lock_you_first(q, m.span);
+      break;
     case kind::lock2:
-      return on_lock2(q, m.span);
+      on_lock2(q, m.span);
+      break;
     case kind::fail1:
-      return on_fail1(q);
+      on_fail1(q);
+      break;
     case kind::fail2:
-      return on_fail2(q);
+      on_fail2(q);
+      break;
     case kind::ok1:
-      return on_ok1(q, m.span);
+      on_ok1(q, m.span);
+      break;
     case kind::ok2:
-      return on_ok2(q);
+      on_ok2(q);
+      break;
     case kind::cleanup:
-      return on_cleanup(q);
+      on_cleanup(q);
+      break;
     case kind::cleanup_ack:
-      return on_cleanup_ack(q);
+      on_cleanup_ack(q);
+      break;
     case kind::give_request:
-      return on_give_request(q, m.span);
+      on_give_request(q, m.span);
+      break;
     case kind::done:
-      return on_done(q, m.span);
+      on_done(q, m.span);
+      break;
     case kind::withdraw:
-      return on_withdraw(q);
+      on_withdraw(q);
+      break;
     case kind::state_begin:
     case kind::state_chunk:
     case kind::state_ack:
-      return;  // the host's
+      break;  // the host's
   }
+  return take_effects();
 }
 
 // Lines 34 and 54, "S and I are adjacent as intended" (docs/migration.md, decision 1): on the side the query
@@ -281,11 +305,11 @@ void lock_protocol::both_locks_held(vp_t q, interval s) {
                   t.hi);
   if (taking) {
     transfer_ = transfer{t, q, self_};
-    host_.expect(t, q);
+    order(effect::type::expect, q, t);
     send(q, kind::give_request, t);
   } else {
     transfer_ = transfer{t, self_, q};
-    host_.give(t, q);
+    order(effect::type::give, q, t);
   }
 }
 
@@ -299,7 +323,7 @@ void lock_protocol::on_give_request(vp_t q, interval t) {
     return;
   }
   transfer_ = transfer{t, self_, q};
-  host_.give(t, q);
+  order(effect::type::give, q, t);
 }
 
 // t, adjacent to the interval (or the interval empty), joins it.
@@ -320,12 +344,12 @@ void lock_protocol::released(interval t) {
   }
 }
 
-bool lock_protocol::arrived(interval t, vp_t giver) {
+std::optional<effects> lock_protocol::arrived(interval t, vp_t giver) {
   // The paper's assertion (footnote 2): an interval arriving at q is adjacent to q's interval.
   if (!interval_.empty() && !is_adjacent(t, interval_)) {
     logger()->error("{:x}: interval [{}, {}) from {:x} is not adjacent to [{}, {})", self_, t.lo, t.hi, giver,
                     interval_.lo, interval_.hi);
-    return false;
+    return std::nullopt;
   }
   absorb(t);
   const bool initiator = holder_ == self_;
@@ -337,7 +361,7 @@ bool lock_protocol::arrived(interval t, vp_t giver) {
     moved_ = t;
     end_attempt(outcome::moved);
   }
-  return true;
+  return take_effects();
 }
 
 void lock_protocol::decline(interval t) {
@@ -346,13 +370,14 @@ void lock_protocol::decline(interval t) {
   transfer_->declined = true;
 }
 
-void lock_protocol::declined(interval t, vp_t giver) {
+effects lock_protocol::declined(interval t, vp_t giver) {
   const bool initiator = holder_ == self_;
   locked_ = false;
   holder_ = 0;
   transfer_.reset();
   send(giver, kind::done, t);
   if (initiator) end_attempt(outcome::failed);
+  return take_effects();
 }
 
 void lock_protocol::on_done(vp_t q, interval t) {

@@ -5,8 +5,9 @@
 // message of Figure 3 (each names its figure lines), and the transfer that follows once the initiator holds
 // both locks (which the figures leave out) is split between this class (who gives what to whom, the paper's
 // adjacency assertion, freeing the locks) and its host (releasing, packing, streaming and assuming, which need
-// the application's thread). Nothing here blocks, reads a clock or touches the network: the host sends what it
-// is asked to send, so tests drive the protocol through any interleaving they like.
+// the application's thread). Nothing here blocks, reads a clock, draws a random number or calls out: each step
+// returns what the host must do as data (`effects`, in order), as etcd's raft returns its Ready, so tests
+// drive the protocol through any interleaving they like by moving those effects around.
 //
 // Not thread-safe: the host calls it from one thread at a time (the node's I/O context).
 #pragma once
@@ -15,6 +16,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "migration/message.hpp"
 
@@ -38,45 +41,49 @@ struct plan {
 // How this node's last attempt went.
 enum class outcome : std::uint8_t { none, running, failed, moved_nothing, moved };
 
+// One thing a step asks of the node the protocol runs in.
+struct effect {
+  enum class type : std::uint8_t {
+    send_to_vnode,  // send m to whoever assumes virtual node `to` when it arrives
+    send_to_node,   // send m to the resource name `to`
+    // Give m.span to `to`: release it (then call released(m.span)), pack its state and stream it. The taker's
+    // done arrives through on_message.
+    give,
+    // m.span's state is about to come from `to`; once all of it is here, call arrived(m.span, to).
+    expect,
+  };
+  type what = type::send_to_node;
+  vp_t to = 0;
+  message m;  // give, expect: only m.span
+};
+using effects = std::vector<effect>;
+
 class lock_protocol {
  public:
-  // What the protocol needs from the node it runs in.
-  class host {
-   public:
-    virtual ~host() = default;
-    virtual void send_to_vnode(vp_t v, const message& m) = 0;    // to whoever assumes v when it arrives
-    virtual void send_to_node(vp_t node, const message& m) = 0;  // to a resource name
-    // This node gives t to `taker`: release t (then call released(t)), pack its state and stream it. The
-    // taker's done arrives through on_message.
-    virtual void give(interval t, vp_t taker) = 0;
-    // This node is about to receive t from `giver`; once all of its state is here, call arrived(t, giver).
-    virtual void expect(interval t, vp_t giver) = 0;
-    virtual vp_t random_vnode() = 0;  // uniform in [0, L)
-  };
-
-  lock_protocol(vp_t self, vp_t space_size, host& h);
+  lock_protocol(vp_t self, vp_t space_size);
 
   // Figure 2 (lines 8-18): starts an attempt if this node's lock is free and no attempt of its own is
-  // outstanding, and the plan's side lies inside V. Returns whether a query went out.
-  bool begin(const plan& p);
+  // outstanding, and the plan's side lies inside V; nullopt otherwise. `any_vnode` is where the query goes when
+  // this node assumes nothing (line 10): the host draws it uniformly from [0, L).
+  [[nodiscard]] std::optional<effects> begin(const plan& p, vp_t any_vnode);
 
   // One handler per message (Figure 3 and the transfer). Messages of the state stream (state_begin,
   // state_chunk, state_ack) belong to the host and are ignored here.
-  void on_message(const message& m);
+  [[nodiscard]] effects on_message(const message& m);
 
   // The transfer, reported by the host.
   void released(interval t);  // the giver released t: it leaves this node's interval
   // The taker has all of t's state. Checks the paper's assertion (t is adjacent to this node's interval, or
   // that is empty); if it holds, t joins the interval, this node's lock is freed and `done` goes to the giver,
-  // and the caller assumes t. Returns false, changing nothing, if the assertion fails.
-  bool arrived(interval t, vp_t giver);
+  // and the caller assumes t. Returns nullopt, changing nothing, if the assertion fails.
+  [[nodiscard]] std::optional<effects> arrived(interval t, vp_t giver);
   // The paper's assertion alone, for a taker that checks before unpacking.
   bool acceptable(interval t) const { return interval_.empty() || is_adjacent(t, interval_); }
   // The giver could not produce t's state (its pack failed): t is this node's again, and the taker is told
   // (state_begin with length `declined_length`); both locks are freed as after a transfer, nothing moved.
   void decline(interval t);
   // The taker learnt that the giver declined: frees its lock and sends done, as after a transfer.
-  void declined(interval t, vp_t giver);
+  [[nodiscard]] effects declined(interval t, vp_t giver);
 
   // The interval the node assumes, kept in step by the host when the application assumes or releases outside
   // the protocol; nullopt when the node assumes several intervals, which makes it sit migration out (it
@@ -139,10 +146,12 @@ class lock_protocol {
   void absorb(interval t);                      // I = I + t, t adjacent to I (or I empty)
   void end_attempt(outcome o);
   void send(vp_t to, kind k, interval span = {});
+  void order(effect::type what, vp_t partner, interval t);  // give or expect
+  effects take_effects() { return std::exchange(effects_, {}); }
 
   vp_t self_;
   vp_t space_size_;
-  host& host_;
+  effects effects_;  // of the step under way, handed to the host when it returns
   bool locked_ = false;      // s = LOCKED
   vp_t holder_ = 0;          // h
   interval interval_;        // I

@@ -27,7 +27,7 @@ Interval to_api(interval i) { return {i.lo, i.hi}; }
 migration_driver::migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops)
     : name_(std::move(name)),
       ops_(std::move(ops)),
-      protocol_(self, space_size, *this),
+      protocol_(self, space_size),
       rng_(random_seed()),
       space_size_(space_size) {}
 
@@ -46,10 +46,28 @@ void migration_driver::send_message(vp_t dest, const message& m) {
   ops_.send(std::move(p));
 }
 
-void migration_driver::send_to_vnode(vp_t v, const message& m) { send_message(v, m); }
-void migration_driver::send_to_node(vp_t node, const message& m) { send_message(node, m); }
+bool migration_driver::begin(const migration::plan& p) {
+  const auto effects = protocol_.begin(p, std::uniform_int_distribution<vp_t>(0, space_size_ - 1)(rng_));
+  if (effects) apply(*effects);
+  return effects.has_value();
+}
 
-vp_t migration_driver::random_vnode() { return std::uniform_int_distribution<vp_t>(0, space_size_ - 1)(rng_); }
+void migration_driver::apply(const migration::effects& effects) {
+  for (const migration::effect& e : effects) {
+    switch (e.what) {
+      case migration::effect::type::send_to_vnode:  // a virtual node and a resource name travel alike
+      case migration::effect::type::send_to_node:
+        send_message(e.to, e.m);
+        break;
+      case migration::effect::type::give:
+        give(e.m.span, e.to);
+        break;
+      case migration::effect::type::expect:
+        logger()->debug("{}: expecting [{}, {}) from {:x}", name_, e.m.span.lo, e.m.span.hi, e.to);
+        break;
+    }
+  }
+}
 
 // --- the giver ----------------------------------------------------------------------------------------------
 
@@ -110,10 +128,6 @@ void migration_driver::on_state_ack(const message& m) {
 
 // --- the taker ----------------------------------------------------------------------------------------------
 
-void migration_driver::expect(interval t, vp_t giver) {
-  logger()->debug("{}: expecting [{}, {}) from {:x}", name_, t.lo, t.hi, giver);
-}
-
 bool migration_driver::locked_for(vp_t giver) const {
   return protocol_.locked() && (protocol_.holder() == giver || protocol_.holder() == protocol_.self());
 }
@@ -128,7 +142,7 @@ void migration_driver::on_state_begin(const message& m) {
   if (m.number == migration::declined_length) {
     logger()->warn("{}: {:x} could not pack the state of [{}, {}); nothing moves", name_, m.from, m.span.lo,
                    m.span.hi);
-    protocol_.declined(m.span, m.from);
+    apply(protocol_.declined(m.span, m.from));
     return;
   }
   in_ = incoming{m.span, m.from, m.number, 0, Bytes(m.number)};
@@ -197,7 +211,8 @@ void migration_driver::finish_arrival(bool unpacked) {
   const incoming done = std::move(*in_);
   in_.reset();
   arrival_ready_ = false;
-  if (protocol_.arrived(done.what, done.giver)) {
+  if (const auto effects = protocol_.arrived(done.what, done.giver)) {
+    apply(*effects);
     ops_.assume(to_api(done.what));
     logger()->info("{}: assumed [{}, {}) from {:x} with {} bytes of state", name_, done.what.lo, done.what.hi,
                    done.giver, done.length);
@@ -242,7 +257,7 @@ void migration_driver::on_packet(const overlay::packet& p) {
       if (out_ && out_->taker == m->from && out_->what == m->span) out_.reset();
       [[fallthrough]];
     default:
-      return protocol_.on_message(*m);
+      return apply(protocol_.on_message(*m));
   }
 }
 

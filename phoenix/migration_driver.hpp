@@ -32,7 +32,7 @@ namespace phoenix {
 
 class progress_engine;
 
-class migration_driver final : public migration::lock_protocol::host {
+class migration_driver {
  public:
   static constexpr std::size_t chunk_bytes = 256u << 10;
   static constexpr std::uint64_t window_chunks = 4;
@@ -53,7 +53,10 @@ class migration_driver final : public migration::lock_protocol::host {
 
   migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops);
 
+  // The protocol, for queries and for the calls that return no effects (set_interval, close, reopen).
   migration::lock_protocol& protocol() { return protocol_; }
+  // Figure 2: starts an attempt with plan p; false if the protocol would not (lock_protocol::begin).
+  bool begin(const migration::plan& p);
   void on_packet(const overlay::packet& p);  // a packet with migration::protocol_tag, delivered here
 
   // Set before migrating; without them no application state moves.
@@ -67,13 +70,6 @@ class migration_driver final : public migration::lock_protocol::host {
 
   // Debug builds and tests: the paper's assertion failed somewhere on this node (never expected).
   bool assertion_failed() const { return assertion_failed_; }
-
-  // lock_protocol::host
-  void send_to_vnode(vp_t v, const migration::message& m) override;
-  void send_to_node(vp_t node, const migration::message& m) override;
-  void give(migration::interval t, vp_t taker) override;
-  void expect(migration::interval t, vp_t giver) override;
-  vp_t random_vnode() override;
 
  private:
   struct outgoing {
@@ -103,6 +99,9 @@ class migration_driver final : public migration::lock_protocol::host {
     vp_t partner = 0;
   };
 
+  // Carries out what a protocol step asked for, in order.
+  void apply(const migration::effects& effects);
+  void give(migration::interval t, vp_t taker);
   void send_message(vp_t dest, const migration::message& m);
   void start_stream(migration::interval t, vp_t taker, Bytes state);
   void pump();

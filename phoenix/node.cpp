@@ -370,7 +370,7 @@ bool Node::Impl::drive_migration(const std::function<bool()>& done, clock::time_
 }
 
 migration::outcome Node::Impl::one_attempt(const migration::plan& p, clock::time_point deadline) {
-  if (!progress_->call([&] { return migration_->protocol().begin(p); })) return migration::outcome::none;
+  if (!progress_->call([&] { return migration_->begin(p); })) return migration::outcome::none;
   drive_migration([&] { return !migration_->protocol().busy(); }, deadline);
   return progress_->call([&] {
     const auto& proto = migration_->protocol();

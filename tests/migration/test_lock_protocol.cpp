@@ -31,35 +31,49 @@ class sim {
     bool state = false;  // the transfer's state stream, abstracted to one message
   };
 
-  struct node_host final : lock_protocol::host {
-    sim& s;
-    vp_t self;
-    explicit node_host(sim& s_, vp_t self_) : s(s_), self(self_) {}
-    void send_to_vnode(vp_t v, const message& m) override { s.flight.push_back({true, v, m, false}); }
-    void send_to_node(vp_t node, const message& m) override { s.flight.push_back({false, node, m, false}); }
-    void give(interval t, vp_t taker) override {
-      // The giver releases T before any of its state leaves: from now until the taker assumes it nobody does.
-      s.node(self).released(t);
-      s.in_transit.push_back(t);
-      message m;
-      m.what = kind::state_begin;
-      m.from = self;
-      m.span = t;
-      s.flight.push_back({false, taker, m, true});
-    }
-    void expect(interval, vp_t) override { ++s.expects; }
-    vp_t random_vnode() override { return std::uniform_int_distribution<vp_t>(0, s.space - 1)(s.rng); }
-  };
-
   sim(vp_t space_size, std::vector<interval> initial, std::uint64_t seed) : space(space_size), rng(seed) {
     for (std::size_t i = 0; i < initial.size(); ++i) {
       const vp_t name =
           space_size + 100 + i * 7;  // resource names lie outside [0, L); their order is the lock order
-      hosts.push_back(std::make_unique<node_host>(*this, name));
-      nodes.push_back(std::make_unique<lock_protocol>(name, space_size, *hosts.back()));
+      nodes.push_back(std::make_unique<lock_protocol>(name, space_size));
       nodes.back()->set_interval(initial[i]);
     }
   }
+
+  // What node `self`'s step asked for: messages go in flight, a give releases T and sends its state.
+  void apply(vp_t self, const effects& out) {
+    for (const effect& e : out) {
+      switch (e.what) {
+        case effect::type::send_to_vnode:
+        case effect::type::send_to_node:
+          flight.push_back({e.what == effect::type::send_to_vnode, e.to, e.m, false});
+          break;
+        case effect::type::give: {
+          // The giver releases T before any of its state leaves: from now until the taker assumes it nobody does.
+          node(self).released(e.m.span);
+          in_transit.push_back(e.m.span);
+          message m;
+          m.what = kind::state_begin;
+          m.from = self;
+          m.span = e.m.span;
+          flight.push_back({false, e.to, m, true});
+          break;
+        }
+        case effect::type::expect:
+          ++expects;
+          break;
+      }
+    }
+  }
+
+  // n begins an attempt (a uniform virtual node for a query to "any"); whether it did.
+  bool begin(lock_protocol& n, const plan& p) {
+    const auto out = n.begin(p, std::uniform_int_distribution<vp_t>(0, space - 1)(rng));
+    if (out) apply(n.self(), *out);
+    return out.has_value();
+  }
+  // m handed to n directly, past the network.
+  void receive(lock_protocol& n, const message& m) { apply(n.self(), n.on_message(m)); }
 
   lock_protocol& node(vp_t name) {
     for (auto& n : nodes)
@@ -96,11 +110,11 @@ class sim {
     if (e.state) {
       const interval t = e.m.span;
       in_transit.erase(std::find(in_transit.begin(), in_transit.end(), t));
-      const bool ok = to.arrived(t, e.m.from);
-      CHECK_MESSAGE(ok, "the paper's assertion: [" << t.lo << ", " << t.hi << ") is adjacent to the taker's");
-      if (ok) ++moves;
+      const auto out = to.arrived(t, e.m.from);
+      CHECK_MESSAGE(out, "the paper's assertion: [" << t.lo << ", " << t.hi << ") is adjacent to the taker's");
+      if (out) ++moves, apply(to.self(), *out);
     } else {
-      to.on_message(e.m);
+      apply(to.self(), to.on_message(e.m));
     }
     return true;
   }
@@ -135,17 +149,14 @@ class sim {
       if (!gone.count(nodes[i]->self()) || resumed.count(nodes[i]->self())) continue;
       resumed.insert(nodes[i]->self());
       const vp_t name = space + 10'000 + resumed.size();
-      auto h = std::make_unique<node_host>(*this, name);
-      auto n = std::make_unique<lock_protocol>(name, space, *h);
+      auto n = std::make_unique<lock_protocol>(name, space);
       n->set_interval(nodes[i]->current());
       nodes[i] = std::move(n);  // the old incarnation's name stays in `gone`
-      hosts[i] = std::move(h);
     }
   }
 
   vp_t space;
   std::mt19937_64 rng;
-  std::vector<std::unique_ptr<node_host>> hosts;
   std::vector<std::unique_ptr<lock_protocol>> nodes;
   std::vector<envelope> flight;
   std::vector<interval> in_transit;
@@ -166,13 +177,55 @@ plan random_plan(std::mt19937_64& rng) {
 
 }  // namespace
 
+TEST_CASE("migration: each step returns what the host must do, in order, and does nothing itself") {
+  lock_protocol low(1000, 100), high(1007, 100);  // resource names; the smaller locks first
+  low.set_interval(interval{0, 50});
+  high.set_interval(interval{50, 100});
+  // Figure 2, line 13: the query goes to the owner of a - 1, whoever that is when it arrives.
+  const auto query = high.begin(plan{plan::action::give, side::below, 10}, 77);
+  REQUIRE(query);
+  REQUIRE(query->size() == 1);
+  CHECK(query->front().what == effect::type::send_to_vnode);
+  CHECK(query->front().to == 49);
+  CHECK(query->front().m.what == kind::query);
+  CHECK_FALSE(high.begin(plan{}, 77));  // line 9: one attempt at a time
+  // Line 28: the smaller name grants its lock at once and answers ok1 with S.
+  const auto ok1 = low.on_message(query->front().m);
+  REQUIRE(ok1.size() == 1);
+  CHECK(ok1.front().what == effect::type::send_to_node);
+  CHECK(ok1.front().to == high.self());
+  CHECK(ok1.front().m.what == kind::ok1);
+  CHECK(ok1.front().m.span == interval{0, 50});
+  CHECK(low.holder() == high.self());
+  // Line 56: both locks held; the plan gives the lowest ten of [50, 100) to the partner below.
+  const auto give = high.on_message(ok1.front().m);
+  REQUIRE(give.size() == 1);
+  CHECK(give.front().what == effect::type::give);
+  CHECK(give.front().to == low.self());
+  CHECK(give.front().m.span == interval{50, 60});
+  CHECK(high.current() == interval{50, 100});  // until the host releases it
+  high.released(interval{50, 60});
+  const auto done = low.arrived(interval{50, 60}, high.self());
+  REQUIRE(done);
+  REQUIRE(done->size() == 1);
+  CHECK(done->front().m.what == kind::done);
+  CHECK(low.current() == interval{0, 60});
+  CHECK(high.on_message(done->front().m).empty());
+  CHECK(high.last_outcome() == outcome::moved);
+  CHECK_FALSE(high.locked());
+  CHECK_FALSE(low.locked());
+  // The assertion: an interval not adjacent to the taker's changes nothing and asks for nothing.
+  CHECK_FALSE(low.arrived(interval{90, 100}, high.self()));
+  CHECK(low.current() == interval{0, 60});
+}
+
 TEST_CASE("migration: a fresh node takes the upper half of the owner's interval (take half, ph_join)") {
   sim s(100, {{0, 100}, {}}, 1);
   lock_protocol& owner = *s.nodes[0];
   lock_protocol& fresh = *s.nodes[1];
-  REQUIRE(fresh.begin(plan{plan::action::take_half, side::any, 0}));
+  REQUIRE(s.begin(fresh, plan{plan::action::take_half, side::any, 0}));
   CHECK(fresh.attempting());
-  CHECK_FALSE(fresh.begin(plan{}));  // line 9: not while an attempt is outstanding
+  CHECK_FALSE(s.begin(fresh, plan{}));  // line 9: not while an attempt is outstanding
   while (s.step()) s.check_cover();
   CHECK(owner.current() == interval{0, 50});
   CHECK(fresh.current() == interval{50, 100});
@@ -188,7 +241,7 @@ TEST_CASE("migration: the smaller resource name is locked first, either way roun
     sim s(10, {{0, 5}, {5, 10}}, 2);
     lock_protocol& p = *s.nodes[static_cast<std::size_t>(initiator)];
     lock_protocol& q = *s.nodes[static_cast<std::size_t>(1 - initiator)];
-    REQUIRE(p.begin(plan{plan::action::give_all, initiator == 0 ? side::above : side::below, 0}));
+    REQUIRE(s.begin(p, plan{plan::action::give_all, initiator == 0 ? side::above : side::below, 0}));
     REQUIRE(s.step());  // the query reaches q
     if (p.self() < q.self()) {
       // line 25: q answers lock_you_first, and p locks itself before q (line 36)
@@ -218,14 +271,14 @@ TEST_CASE(
   lock_protocol& b = *s.nodes[1];
   lock_protocol& c = *s.nodes[2];  // largest name
   // c locks b: b (smaller) grants at once.
-  REQUIRE(c.begin(plan{plan::action::give, side::below, 1}));
+  REQUIRE(s.begin(c, plan{plan::action::give, side::below, 1}));
   REQUIRE(s.step());
   REQUIRE(b.locked());
   REQUIRE(b.holder() == c.self());
   // a asks b too: b answers lock_you_first (a < b); a locks itself, then lock2 meets b locked: fail2, a
   // unlocks.
   s.flight.clear();  // hold c's attempt: its ok1 is dropped here and c's state checked no further
-  REQUIRE(a.begin(plan{plan::action::take, side::above, 1}));
+  REQUIRE(s.begin(a, plan{plan::action::take, side::above, 1}));
   REQUIRE(s.step());  // query -> b
   REQUIRE(s.step());  // lock_you_first -> a
   CHECK(a.locked());
@@ -241,12 +294,12 @@ TEST_CASE("migration: cleanup frees the granted lock and leaves the granter's ow
   sim s(20, {{0, 10}, {10, 20}}, 4);
   lock_protocol& small = *s.nodes[0];
   lock_protocol& large = *s.nodes[1];
-  REQUIRE(small.begin(plan{plan::action::give, side::above, 1}));  // small's own attempt, outstanding
+  REQUIRE(s.begin(small, plan{plan::action::give, side::above, 1}));  // small's own attempt, outstanding
   s.flight.clear();
-  small.on_message(message{kind::query, large.self(), {}, 0, {}});  // line 28: small grants its lock to large
+  s.receive(small, message{kind::query, large.self(), {}, 0, {}});  // line 28: small grants its lock to large
   CHECK(small.locked());
   CHECK(small.holder() == large.self());
-  small.on_message(message{kind::cleanup, large.self(), {}, 0, {}});
+  s.receive(small, message{kind::cleanup, large.self(), {}, 0, {}});
   CHECK_FALSE(small.locked());
   CHECK(small.attempting());  // l is small's own attempt: still outstanding
   REQUIRE(s.flight.size() == 2);
@@ -256,19 +309,19 @@ TEST_CASE("migration: cleanup frees the granted lock and leaves the granter's ow
 TEST_CASE("migration: an empty interval is never adjacent, a query returning to its sender ends the attempt") {
   sim s(10, {{0, 5}, {5, 10}}, 5);
   lock_protocol& p = *s.nodes[1];
-  REQUIRE(p.begin(plan{plan::action::take, side::below, 1}));
+  REQUIRE(s.begin(p, plan{plan::action::take, side::below, 1}));
   s.flight.clear();
-  p.on_message(message{kind::ok1, p.self() - 1, {}, 0, {}});  // an empty S in ok1: cleanup, not a lock
+  s.receive(p, message{kind::ok1, p.self() - 1, {}, 0, {}});  // an empty S in ok1: cleanup, not a lock
   CHECK_FALSE(p.locked());
   CHECK(p.attempting());
   REQUIRE(s.flight.size() == 1);
   CHECK(s.flight[0].m.what == kind::cleanup);
-  p.on_message(message{kind::cleanup_ack, p.self() - 1, {}, 0, {}});
+  s.receive(p, message{kind::cleanup_ack, p.self() - 1, {}, 0, {}});
   CHECK_FALSE(p.attempting());
   CHECK(p.last_outcome() == outcome::failed);
 
-  REQUIRE(p.begin(plan{plan::action::take, side::below, 1}));
-  p.on_message(message{kind::query, p.self(), {}, 0, {}});  // line 22
+  REQUIRE(s.begin(p, plan{plan::action::take, side::below, 1}));
+  s.receive(p, message{kind::query, p.self(), {}, 0, {}});  // line 22
   CHECK_FALSE(p.attempting());
 }
 
@@ -278,13 +331,13 @@ TEST_CASE("migration: lock_you_first is always answered, so its sender stays unt
   lock_protocol& b = *s.nodes[1];
   lock_protocol& c = *s.nodes[2];
   // a queries b; b invites a to lock itself first. Meanwhile c's attempt takes a's lock: a withdraws.
-  REQUIRE(a.begin(plan{plan::action::take, side::above, 1}));
+  REQUIRE(s.begin(a, plan{plan::action::take, side::above, 1}));
   REQUIRE(s.step());  // query -> b
   CHECK(b.invitations_open());
   CHECK(b.involved());
   CHECK_FALSE(b.locked());
   CHECK(b.describe() == fmt::format("1 invitation(s) open to {:x}", a.self()));
-  a.on_message(message{kind::query, c.self(), {}, 0, {}});  // a grants its lock to c (line 28)
+  s.receive(a, message{kind::query, c.self(), {}, 0, {}});  // a grants its lock to c (line 28)
   REQUIRE(a.locked());
   CHECK(a.describe() == fmt::format("locked by {:x}, attempting (partner 0)", c.self()));
   s.flight.erase(std::find_if(s.flight.begin(), s.flight.end(),
@@ -303,10 +356,10 @@ TEST_CASE("migration: a closing node starts nothing and grants no lock, but answ
   sim s(20, {{0, 10}, {10, 20}}, 9);
   lock_protocol& a = *s.nodes[0];  // smaller name
   lock_protocol& b = *s.nodes[1];
-  REQUIRE(a.begin(plan{plan::action::take, side::above, 1}));
+  REQUIRE(s.begin(a, plan{plan::action::take, side::above, 1}));
   REQUIRE(s.step());  // query -> b: lock_you_first back, an invitation open
   b.close();
-  CHECK_FALSE(b.begin(plan{plan::action::give, side::below, 1}));
+  CHECK_FALSE(s.begin(b, plan{plan::action::give, side::below, 1}));
   CHECK(b.involved());  // the invitation keeps b here
   REQUIRE(s.step());    // lock_you_first -> a: a locks itself and sends lock2
   CHECK(a.locked());
@@ -317,7 +370,7 @@ TEST_CASE("migration: a closing node starts nothing and grants no lock, but answ
   CHECK_FALSE(a.locked());
   CHECK(a.last_outcome() == outcome::failed);
   // A query to a closing node gets fail1, whichever name is smaller.
-  REQUIRE(a.begin(plan{plan::action::take, side::above, 1}));
+  REQUIRE(s.begin(a, plan{plan::action::take, side::above, 1}));
   REQUIRE(s.step());
   REQUIRE(s.flight.size() == 1);
   CHECK(s.flight[0].m.what == kind::fail1);
@@ -329,7 +382,7 @@ TEST_CASE("migration: a closing node starts nothing and grants no lock, but answ
 TEST_CASE("migration: a plan with nothing to move frees both locks") {
   sim s(11, {{0, 1}, {1, 11}}, 6);
   lock_protocol& p = *s.nodes[1];
-  REQUIRE(p.begin(plan{plan::action::take_half, side::below, 0}));  // from a node with one virtual node
+  REQUIRE(s.begin(p, plan{plan::action::take_half, side::below, 0}));  // from a node with one virtual node
   while (s.step()) s.check_cover();
   CHECK(p.last_outcome() == outcome::moved_nothing);
   CHECK_FALSE(s.nodes[0]->locked());
@@ -340,10 +393,10 @@ TEST_CASE("migration: a plan with nothing to move frees both locks") {
 TEST_CASE("migration: a node with several intervals sits migration out") {
   sim s(10, {{0, 5}, {5, 10}}, 7);
   s.nodes[0]->set_interval(std::nullopt);
-  CHECK_FALSE(s.nodes[0]->begin(plan{plan::action::give_all, side::above, 0}));
-  REQUIRE(s.nodes[1]->begin(plan{plan::action::take, side::below, 2}));
+  CHECK_FALSE(s.begin(*s.nodes[0], plan{plan::action::give_all, side::above, 0}));
+  REQUIRE(s.begin(*s.nodes[1], plan{plan::action::take, side::below, 2}));
   s.flight.clear();  // the sim routes by migratable intervals only: hand the query over directly
-  s.nodes[0]->on_message(message{kind::query, s.nodes[1]->self(), {}, 0, {}});
+  s.receive(*s.nodes[0], message{kind::query, s.nodes[1]->self(), {}, 0, {}});
   REQUIRE(s.flight.size() == 1);
   CHECK(s.flight[0].m.what == kind::fail1);
   REQUIRE(s.step());
@@ -353,8 +406,8 @@ TEST_CASE("migration: a node with several intervals sits migration out") {
 
 TEST_CASE("migration: a side outside V starts nothing") {
   sim s(10, {{0, 5}, {5, 10}}, 8);
-  CHECK_FALSE(s.nodes[0]->begin(plan{plan::action::give_all, side::below, 0}));
-  CHECK_FALSE(s.nodes[1]->begin(plan{plan::action::give_all, side::above, 0}));
+  CHECK_FALSE(s.begin(*s.nodes[0], plan{plan::action::give_all, side::below, 0}));
+  CHECK_FALSE(s.begin(*s.nodes[1], plan{plan::action::give_all, side::above, 0}));
   CHECK(s.flight.empty());
 }
 
@@ -382,7 +435,7 @@ TEST_CASE(
       // Now and then a node that can starts an attempt; otherwise one message moves.
       if (std::uniform_int_distribution<int>(0, 3)(s.rng) == 0) {
         const std::size_t i = std::uniform_int_distribution<std::size_t>(0, n - 1)(s.rng);
-        if (attempts_left[i] > 0 && s.nodes[i]->begin(random_plan(s.rng))) {
+        if (attempts_left[i] > 0 && s.begin(*s.nodes[i], random_plan(s.rng))) {
           --attempts_left[i];
           ++total_attempts;
         }

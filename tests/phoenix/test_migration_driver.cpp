@@ -120,7 +120,7 @@ TEST_CASE("migration driver: state chunks that overtake their state_begin are ke
   auto giver = net.make(5000, {0, 100}, bytes);
   auto taker = net.make(6000, {100, 200}, bytes);
   REQUIRE(taker->progress.call(
-      [&] { return taker->driver->protocol().begin({migration::plan::action::take_half, migration::side::below}); }));
+      [&] { return taker->driver->begin({migration::plan::action::take_half, migration::side::below}); }));
 
   bool chunks_first = false;
   SUBCASE("in order") {}
