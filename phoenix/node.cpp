@@ -405,6 +405,10 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
   came_back();
   if (!running_) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+  // An attempt of this node's own may still bring it an interval (a take whose call timed out): the interval
+  // is looked at once that has ended (spin-models BUG_CLOSE_WHILE_BUSY).
+  if (!drive_migration([&] { return !migration_->protocol().busy(); }, deadline))
+    return make_error_code(PH_ETIMEDOUT);
   auto i = current_interval();
   if (!i) return make_error_code(PH_ESTATE);
   if (i->empty()) return {};
@@ -506,11 +510,22 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
 
 // A migration this node takes part in ends first (both its ends hold locks the other waits on), and so does
 // every lock_you_first it sent: its sender may still ask for this node's lock. Closing, the node starts nothing
-// new and grants no lock (docs/migration.md, "Leaving in the middle").
+// new and grants no lock (docs/migration.md, "Leaving in the middle"). It closes only once no attempt of its
+// own is under way: a take that completed after the close would give the node an interval as it finalizes
+// (spin-models BUG_CLOSE_WHILE_BUSY).
 bool Node::Impl::settle_migrations() {
-  progress_->call([&] { migration_->protocol().close(); });
-  return drive_migration([&] { return !migration_->protocol().involved(); },
-                         clock::now() + migration_settle_timeout);
+  const auto deadline = clock::now() + migration_settle_timeout;
+  auto& protocol = migration_->protocol();
+  for (;;) {
+    drive_migration([&] { return !protocol.busy(); }, deadline);
+    const bool closed = progress_->call([&] {
+      if (protocol.busy() && clock::now() < deadline) return false;  // another thread began one meanwhile
+      protocol.close();
+      return true;
+    });
+    if (closed) break;
+  }
+  return drive_migration([&] { return !protocol.involved(); }, deadline);
 }
 
 // Like finalize, after pack gave the state of every interval. Migrations end first (finalize's own wait, done

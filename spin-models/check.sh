@@ -133,6 +133,8 @@ bug_jobs() {
   add bugs bug.before_fix fail 120 "-DBUG_NO_INVITATIONS -DBUG_NO_WITHDRAW" "$O0" "-m10000 -q -w22" \
     "neither (before decision 6)"
   add bugs bug.invited_flag fail 120 "-DBUG_INVITED_FLAG" "$O0" "-m10000 -q -w22" "invitation a flag, not a count"
+  add bugs bug.close_while_busy fail 120 "-DBUG_CLOSE_WHILE_BUSY" "$O0" "-m10000 -q -w22" \
+    "closes with its own take under way"
   add bugs bug.invited_flag_np fail 120 "-DBUG_INVITED_FLAG -DNO_PRE" "$O1" "-m10000 -q -w23" \
     "invitation a flag, no preconditions"
 }

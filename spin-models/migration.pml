@@ -55,6 +55,9 @@
  *   BUG_INVITED_FLAG        the invitation as a flag, not a count: a query overtaking the withdraw (or lock2) that
  *                           answered the previous invitation is forgotten (found by PRE; with NO_PRE a lock2
  *                           reaches a node that finalized)
+ *   BUG_CLOSE_WHILE_BUSY    a node closes as soon as it assumes nothing, even while an attempt of its own is under
+ *                           way (ph_leave returned at once on an empty interval): a take that completes after the
+ *                           close gives the node that finalizes an interval, lost with it
  * and a variant of the protocol:
  *   WAIT_LOCKS              no fail fast at line 54: an ok1 that finds the initiator's own lock taken waits
  *                           until it is free instead of answering cleanup (doc: decision 5). Verifies alone:
@@ -249,7 +252,8 @@ inline send(from, to, t, a, b) {
   fi
 }
 
-/* ---- disjoint cover: every vnode is assumed by exactly one node or is in transit in exactly one T ---- */
+/* ---- disjoint cover: every vnode is assumed by exactly one node that has not finalized, or is in transit in
+ * exactly one T ---- */
 inline check_cover() {
   m_k = 0;
   do
@@ -257,7 +261,7 @@ inline check_cover() {
      m_n = 0; m_j = 0;
      do
      :: m_j < N ->
-        if :: OWNS(m_j, m_k) -> m_n++ :: else -> skip fi;
+        if :: OWNS(m_j, m_k) -> m_n++; to_gone = GONE(m_j); assert(!to_gone) :: else -> skip fi;  /* lost */
         if :: tr_lo[m_j] <= m_k && m_k < tr_hi[m_j] -> m_n++ :: else -> skip fi;
         m_j++
      :: else -> break
@@ -678,8 +682,11 @@ inline app_receive(me) {
 
 /* doc: leaving in the middle: ph_finalize closes the node (at most once). Only a node that assumes nothing and
  * has no attempt of its own (lock_protocol::busy(): l, or its own lock held for a transfer), i.e. a permanent
- * leaver after give all, or a node that never joined; it finalizes (GONE) once it is no longer involved */
-#if FINALIZE
+ * leaver after give all, or a node that never joined: ph_leave and ph_finalize wait for the node's own attempt
+ * to end before they look at its interval and close it. It finalizes (GONE) once it is no longer involved */
+#if FINALIZE && defined(BUG_CLOSE_WHILE_BUSY)
+#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me)) -> closing[me] = true }
+#elif FINALIZE
 #define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && !attempting[me] && !(locked[me] && holder[me] == me)) \
                               -> closing[me] = true }
 #else

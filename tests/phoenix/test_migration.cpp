@@ -160,6 +160,28 @@ TEST_CASE("migration: a fresh node joins with half an interval and its state, le
   CHECK(a.leave(1s).value() == PH_ESTATE);  // a assumes all of [0, L): nobody to give to
 }
 
+// spin-models BUG_CLOSE_WHILE_BUSY: leave() returned at once on an empty interval while the node's own take
+// went on, finalize closed the node, and the take gave it an interval as it finalized.
+TEST_CASE("migration: leave waits for the node's own take still under way and gives away what it brought") {
+  cluster c;
+  Node& a = c.add("a");
+  REQUIRE_FALSE(a.assume({0, L}));
+  Node& b = c.add("b");
+  std::atomic<bool> stop{false};
+  auto serving_a = serve(c, 0, stop);
+  REQUIRE_FALSE(b.join(10s));
+  REQUIRE_FALSE(b.migrate(Node::MigrationAction::give_all, Node::Side::below, 0, 10s));  // b empties itself
+  REQUIRE(b.assumed().empty());
+  // A take whose call gives up at once; its attempt goes on.
+  CHECK(b.migrate(Node::MigrationAction::take_half, Node::Side::below, 0, 0ms).value() == PH_ETIMEDOUT);
+  REQUIRE_FALSE(b.leave(10s));
+  CHECK(b.assumed().empty());
+  REQUIRE_FALSE(b.finalize());
+  stop = true;
+  serving_a.join();
+  CHECK(a.assumed() == std::vector<Interval>{{0, L}});
+}
+
 TEST_CASE("migration: messages sent while intervals move arrive exactly once, at the owner") {
   cluster c;
   Node& a = c.add("a");
