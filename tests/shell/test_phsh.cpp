@@ -680,7 +680,8 @@ TEST_CASE("phsh wait: a lagging replica is stopped once every process completed,
   const auto crashing = replica_pid(phsh.pid(), 2, 1);
   REQUIRE(lagging);
   REQUIRE(crashing);
-  std::this_thread::sleep_for(300ms);  // into the ring's rounds
+  // At once: the ring's rounds take about a second, and on a loaded machine this thread can be held up for as
+  // long, after which the replica would have completed instead of lagging.
   REQUIRE(::kill(*lagging, SIGSTOP) == 0);
   REQUIRE(::kill(*crashing, SIGKILL) == 0);
   const auto status = phsh.wait_exit(script_timeout);
