@@ -1,6 +1,6 @@
 // phoenix/node_impl.hpp — Node::Impl, the state of one node, shared by the files that implement it: node.cpp
-// (the lifecycle, the mailbox, migration and the facade) and control_service.cpp (remote control). Internal to
-// libphoenix.
+// (the lifecycle and the facade), node_messages.cpp (outbox and inbox), node_migration.cpp (ownership and
+// migration calls) and control_service.cpp (remote control). Internal to libphoenix.
 #pragma once
 
 #include <atomic>
