@@ -1,5 +1,5 @@
 // bench/ssh_link.cpp — ssh_link_bench: a phoenix link through an SSH gateway beside OpenSSH's own port
-// forwarding to the same sshd, plain TCP and a phoenix TCP link, all in one invocation (issue 4, "Benchmarks").
+// forwarding to the same sshd, plain TCP and a phoenix TCP link, all in one invocation.
 //
 // A private sshd on 127.0.0.1 (tests/support/sshd.hpp: own host key, authorized_keys and client key in a temp
 // dir, ended by PID). Four paths, each measured by a driver process against a server process:
@@ -611,7 +611,7 @@ void print_results(const std::vector<Path>& paths, const Options& o, const Negot
       "\nSSH cipher %s, MAC %s: what libssh2 %s negotiates with this sshd (OpenSSH %s); ssh -L is given the "
       "same. "
       "Medians of %d runs per path, the paths taking turns round by round; ratios are medians of the "
-      "per-round quotients. RTT: lower is better; throughput: higher is better. Goal (issue 4): phoenix-ssh / "
+      "per-round quotients. RTT: lower is better; throughput: higher is better. Goal: phoenix-ssh / "
       "OpenSSH >= 0.90 for throughput, <= 1.10 for RTT.\n",
       negotiated.cipher.c_str(), negotiated.mac.c_str(), LIBSSH2_VERSION, "9.2 (Debian 12)", o.reps);
 }

@@ -1,5 +1,5 @@
 // apps/lu/block.hpp — a block's record: everything about one nb×nb block of the matrix, which lives at the
-// block's virtual node and moves with it (lu.hpp): its data, where it is in the algorithm, and the inputs that
+// block's virtual node and moves with it (docs/lu.md): its data, where it is in the algorithm, and the inputs that
 // arrived before it could use them. Records travel in pack/unpack as written here.
 #pragma once
 

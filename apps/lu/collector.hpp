@@ -1,4 +1,4 @@
-// apps/lu/collector.hpp — the record of virtual node 0 that gathers the final blocks (lu.hpp): it counts them,
+// apps/lu/collector.hpp — the record of virtual node 0 that gathers the final blocks (docs/lu.md): it counts them,
 // keeps their data and the pivots of every step when the run checks its result, and at the end measures the
 // time and the residual. It moves with virtual node 0 like a block's record.
 #pragma once

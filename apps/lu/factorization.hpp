@@ -1,5 +1,5 @@
 // apps/lu/factorization.hpp — the LU factorisation as block records driven by messages (the algorithm and its
-// decisions are in lu.hpp): this node's records and, if it assumes virtual node 0, the collector; the handlers
+// decisions are in docs/lu.md): this node's records and, if it assumes virtual node 0, the collector; the handlers
 // of every message; the pack/unpack handlers that move records with their virtual nodes.
 //
 // Threads: one application thread calls everything here. The constructor installs the node's state handlers,

@@ -1,5 +1,5 @@
 // apps/lu/layout.hpp — where the blocks of the matrix live in the virtual node space (paper 4.3.2; the
-// decisions are in lu.hpp): block b = I·B + J at v(b) = (K·b mod M)·(L/M), and the index maps the row and
+// decisions are in docs/lu.md): block b = I·B + J at v(b) = (K·b mod M)·(L/M), and the index maps the row and
 // column multicasts use.
 #pragma once
 

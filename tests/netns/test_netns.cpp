@@ -1,4 +1,4 @@
-// The overlay across real network boundaries (issue 4): three LANs and a NATed host as network namespaces
+// The overlay across real network boundaries: three LANs and a NATed host as network namespaces
 // (tests/netns/netns.hpp), a router whose firewall lets only TCP to the LANs' SSH gateways through, a real
 // OpenSSH server as the gateway of each LAN, and phoenix nodes as processes inside the namespaces.
 //
