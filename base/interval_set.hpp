@@ -14,18 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <phoenix/interval.hpp>
 #include <vector>
 
 namespace phoenix::base {
 
-struct interval {
-  std::uint64_t lo = 0;
-  std::uint64_t hi = 0;
-  bool empty() const { return lo >= hi; }
-  bool contains(std::uint64_t v) const { return lo <= v && v < hi; }
-  std::uint64_t size() const { return empty() ? 0 : hi - lo; }
-  friend bool operator==(const interval&, const interval&) = default;
-};
+using interval = Interval;  // <phoenix/interval.hpp>
 
 // a ends where b begins or b ends where a begins; both non-empty.
 bool is_adjacent(interval a, interval b);

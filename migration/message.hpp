@@ -20,8 +20,9 @@
 
 namespace phoenix::migration {
 
-using vp_t = std::uint64_t;
+using phoenix::vp_t;
 using base::interval;
+using base::is_adjacent;
 
 // The overlay tag of every migration message. Negative: ph_send refuses it, so applications cannot forge one.
 inline constexpr std::int32_t protocol_tag = -2;

@@ -16,12 +16,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-std::vector<route_interval> to_route_intervals(const base::interval_set& s) {
-  std::vector<route_interval> out;
-  for (const auto& i : s.intervals()) out.push_back(route_interval{i.lo, i.hi});
-  return out;
-}
-
 route_params make_route_params(const overlay_config& c) {
   route_params p;
   p.full_dump_interval = c.full_dump_interval;
@@ -622,7 +616,7 @@ void overlay::flush_waiting() {
 base::interval_set::result overlay::assume(base::interval s) {
   const auto r = own_.add(s);
   if (r == base::interval_set::result::ok) {
-    table_.set_local_intervals(to_route_intervals(own_), clock::now());
+    table_.set_local_intervals(own_.intervals(), clock::now());
     routing_changed();
   }
   return r;
@@ -631,7 +625,7 @@ base::interval_set::result overlay::assume(base::interval s) {
 base::interval_set::result overlay::release(base::interval s) {
   const auto r = own_.remove(s);
   if (r == base::interval_set::result::ok) {
-    table_.set_local_intervals(to_route_intervals(own_), clock::now());
+    table_.set_local_intervals(own_.intervals(), clock::now());
     routing_changed();
   }
   return r;

@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <phoenix/interval.hpp>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -50,11 +51,7 @@ using node_id = std::uint64_t;
 using time_point = std::chrono::steady_clock::time_point;
 constexpr std::uint16_t infinite_metric = 0xFFFF;
 
-// Half-open interval [lo, hi) of the virtual node space.
-struct route_interval {
-  std::uint64_t lo = 0, hi = 0;
-  friend bool operator==(const route_interval&, const route_interval&) = default;
-};
+using route_interval = Interval;  // <phoenix/interval.hpp>
 
 // One destination as carried in an update. metric is the sender's own metric (its hop count to source).
 struct route_entry {

@@ -21,7 +21,6 @@ std::uint64_t random_seed() {
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&s), sizeof s) != 1) s = std::random_device{}();
   return s;
 }
-Interval to_api(interval i) { return {i.lo, i.hi}; }
 }  // namespace
 
 migration_driver::migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops)
@@ -83,7 +82,7 @@ void migration_driver::queue_step(const step& s) {
 }
 
 void migration_driver::give_now(interval t, vp_t taker) {
-  ops_.release(to_api(t));
+  ops_.release(t);
   protocol_.released(t);
   start_stream(t, taker, {});
 }
@@ -213,7 +212,7 @@ void migration_driver::finish_arrival(bool unpacked) {
   arrival_ready_ = false;
   if (const auto effects = protocol_.arrived(done.what, done.giver)) {
     apply(*effects);
-    ops_.assume(to_api(done.what));
+    ops_.assume(done.what);
     logger()->info("{}: assumed [{}, {}) from {:x} with {} bytes of state", name_, done.what.lo, done.what.hi,
                    done.giver, done.length);
   }
@@ -225,14 +224,14 @@ void migration_driver::wait_for_handling(progress_engine& progress, interval t) 
   if (!ops_.handling) return;
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + handling_wait;
-  while (ops_.handling(to_api(t))) {
+  while (ops_.handling(t)) {
     if (clock::now() >= deadline) {
       logger()->warn("{}: an application thread still handles a message for [{}, {}) after {} s; packing anyway",
                      name_, t.lo, t.hi, handling_wait.count());
       return;
     }
     // In short slices: a thread coming back wakes nothing here.
-    progress.drive_until([&] { return !ops_.handling(to_api(t)); },
+    progress.drive_until([&] { return !ops_.handling(t); },
                          std::min(deadline, clock::now() + std::chrono::milliseconds(1)));
   }
 }
@@ -278,15 +277,15 @@ int migration_driver::run_pending(progress_engine& progress) {
     if (s.what == step_kind::give) {
       // Release first, so that no message for the interval reaches the application while it packs.
       progress.call([&] {
-        ops_.release(to_api(s.span));
+        ops_.release(s.span);
         protocol_.released(s.span);
       });
       wait_for_handling(progress, s.span);
-      std::optional<Bytes> state = pack_(to_api(s.span));
+      std::optional<Bytes> state = pack_(s.span);
       progress.call([&] {
         if (state) return start_stream(s.span, s.partner, std::move(*state));
         logger()->error("{}: pack failed for [{}, {}); the interval stays here", name_, s.span.lo, s.span.hi);
-        ops_.assume(to_api(s.span));
+        ops_.assume(s.span);
         protocol_.decline(s.span);
         message declined;
         declined.what = kind::state_begin;
@@ -300,7 +299,7 @@ int migration_driver::run_pending(progress_engine& progress) {
       const Bytes* state = nullptr;
       progress.call([&] { state = in_ && arrival_ready_ ? &in_->state : nullptr; });
       if (!state) continue;
-      if (!unpack_(to_api(s.span), std::span<const std::byte>(*state))) {
+      if (!unpack_(s.span, std::span<const std::byte>(*state))) {
         logger()->error("{}: unpack failed for [{}, {}); assuming it anyway (the state is the application's)",
                         name_, s.span.lo, s.span.hi);
       }

@@ -415,9 +415,7 @@ std::error_code Node::release(Interval s) { return impl_->release(s); }
 std::vector<Interval> Node::assumed() const {
   if (!impl_->running_) return {};
   return impl_->progress_->call([&] {
-    std::vector<Interval> out;
-    for (const auto& i : impl_->overlay_->assumed().intervals()) out.push_back({i.lo, i.hi});
-    return out;
+    return impl_->overlay_->assumed().intervals();
   });
 }
 
@@ -441,11 +439,9 @@ RoutingSnapshot Node::Impl::snapshot() {
   const auto v = overlay_->view();
   s.self = v.self;
   s.seqno = v.seqno;
-  for (const auto& i : v.assumed) s.assumed.push_back({i.lo, i.hi});
+  s.assumed = v.assumed;
   for (const auto& r : v.routes) {
-    RouteInfo ri{r.destination, r.next_hop, r.seqno, r.metric, {}};
-    for (const auto& i : r.intervals) ri.intervals.push_back({i.lo, i.hi});
-    s.routes.push_back(std::move(ri));
+    s.routes.push_back(RouteInfo{r.destination, r.next_hop, r.seqno, r.metric, r.intervals});
   }
   for (const auto& l : v.links)
     s.links.push_back({l.peer, l.address, l.state, l.outbound, l.unacked, l.bytes_queued});

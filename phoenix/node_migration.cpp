@@ -39,7 +39,7 @@ std::error_code Node::Impl::release(Interval s) {
   if (s.empty() || s.hi > config_.space_size) return make_error_code(PH_EINVAL);
   return progress_->call([&] {
     if (migration_involved()) return make_error_code(PH_ESTATE);
-    if (!overlay_->assumed().contains({s.lo, s.hi})) return make_error_code(PH_ENOTASSUMED);
+    if (!overlay_->assumed().contains(s)) return make_error_code(PH_ENOTASSUMED);
     release_and_requeue(s);
     sync_migration_interval();
     return std::error_code{};
@@ -49,12 +49,12 @@ std::error_code Node::Impl::release(Interval s) {
 // Paper 3.3 and API.md "Release": messages for s queued here and not yet received go back into the overlay,
 // to the next node that assumes s.
 void Node::Impl::release_and_requeue(Interval s) {
-  if (overlay_->release({s.lo, s.hi}) == base::interval_set::result::ok && observer_) observer_(false, s);
+  if (overlay_->release(s) == base::interval_set::result::ok && observer_) observer_(false, s);
   for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); })) overlay_->inject(std::move(p));
 }
 
 bool Node::Impl::assume_now(Interval s) {
-  if (overlay_->assume({s.lo, s.hi}) != base::interval_set::result::ok) return false;
+  if (overlay_->assume(s) != base::interval_set::result::ok) return false;
   if (observer_) observer_(true, s);
   return true;
 }
@@ -62,8 +62,7 @@ bool Node::Impl::assume_now(Interval s) {
 void Node::Impl::sync_migration_interval() {
   const auto all = overlay_->assumed().intervals();
   if (all.size() > 1) return migration_->protocol().set_interval(std::nullopt);
-  migration_->protocol().set_interval(all.empty() ? migration::interval{}
-                                                  : migration::interval{all[0].lo, all[0].hi});
+  migration_->protocol().set_interval(all.empty() ? Interval{} : all[0]);
 }
 
 bool Node::Impl::migration_involved() const {

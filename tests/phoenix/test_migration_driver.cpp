@@ -68,7 +68,7 @@ struct test_net {
     ops.assume = [self](Interval i) { self->assumed.push_back(i); };
     n->driver = std::make_unique<migration_driver>("n" + std::to_string(name), name, space, std::move(ops));
     n->assumed.push_back(owns);
-    n->driver->protocol().set_interval(migration::interval{owns.lo, owns.hi});
+    n->driver->protocol().set_interval(owns);
     // pack: state_bytes bytes of a pattern that depends on the interval, so the taker can tell what it got.
     n->driver->set_handlers(
         [state_bytes](Interval i) -> std::optional<Bytes> { return pattern(state_bytes, i.lo); },

@@ -27,20 +27,10 @@
 #include <vector>
 
 #include <phoenix/bytes.hpp>
+#include <phoenix/interval.hpp>
 #include <phoenix/phoenix.h>
 
 namespace phoenix {
-
-using vp_t = std::uint64_t;
-
-// Half-open interval [lo, hi) of the virtual node space.
-struct Interval {
-  vp_t lo = 0;
-  vp_t hi = 0;
-  bool empty() const { return lo >= hi; }
-  bool contains(vp_t v) const { return lo <= v && v < hi; }
-  friend bool operator==(const Interval&, const Interval&) = default;
-};
 
 inline constexpr int any_tag = PH_ANY_TAG;
 
