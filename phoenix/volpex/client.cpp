@@ -7,7 +7,7 @@
 
 #include "phoenix/volpex/error_out.hpp"
 #include "phoenix/volpex/log.hpp"
-#include "phoenix/volpex/protocol.hpp"
+#include "phoenix/volpex/dataspace_protocol.hpp"
 
 namespace phoenix::volpex {
 

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "phoenix/volpex/client.hpp"
-#include "phoenix/volpex/comm_protocol.hpp"
+#include "phoenix/volpex/communicator_protocol.hpp"
 #include "phoenix/volpex/liveness.hpp"
 #include "phoenix/volpex/sender_log.hpp"
 #include "phoenix/volpex/target_selection.hpp"

@@ -1,88 +1,41 @@
-#include "phoenix/volpex/server.hpp"
+// server.cpp — phoenix::volpex::Server (phoenix/volpex.hpp), the exported face of volpex::tag_server.
+#include <phoenix/volpex.hpp>
 
-#include <thread>
-
-#include "phoenix/volpex/log.hpp"
-#include "phoenix/volpex/protocol.hpp"
+#include "phoenix/volpex/tag_server.hpp"
 
 namespace phoenix::volpex {
 
-namespace {
-
-dataspace::options with_space(dataspace::options o, const Node& node) {
-  o.space_size = node.space_size();
-  return o;
+Server::Server(Node& node, ServerOptions o) {
+  dataspace::options d;
+  d.mode = o.copy_logging ? logging::copy : logging::share;
+  d.log.capacity = o.log_capacity;
+  d.log.replicas = o.replicas;
+  d.log.spill_dir = o.spill_dir;
+  d.replica_rules = o.replica_rules;
+  impl_ = std::make_unique<tag_server>(node, d);
 }
 
-}  // namespace
+Server::~Server() = default;
 
-server::server(Node& node, dataspace::options o) : node_(node), ds_(with_space(std::move(o), node)) {}
+std::error_code Server::install() { return impl_->install(); }
 
-std::error_code server::install() {
-  return node_.set_state_handlers(
-      [this](Interval s) -> std::optional<Bytes> {
-        std::lock_guard lock(mu_);
-        return ds_.pack(s.lo, s.hi);
-      },
-      [this](Interval s, std::span<const std::byte> packed) {
-        std::lock_guard lock(mu_);
-        if (ds_.unpack(packed)) return true;
-        logger()->error("dataspace state of {} is malformed: not taken", describe({s}));
-        return false;
-      });
-}
+std::size_t Server::serve_for(std::chrono::milliseconds timeout) { return impl_->serve_for(timeout); }
 
-std::size_t server::serve_for(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::size_t handled = 0;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto m = service_access::recv_for(node_, request_tag, handled ? std::chrono::milliseconds(0) : left);
-    if (!m) {
-      if (handled || left.count() <= 0) return handled;
-      continue;
-    }
-    handle(*m);
-    ++handled;
-  }
-}
-
-void server::handle(const Message& m) {
-  auto r = decode_request(std::span(m.data(), m.size()));
-  if (!r) {
-    logger()->warn("malformed dataspace request from {} ({} bytes): dropped", m.source(), m.size());
-    return;
-  }
-  replies_.clear();
-  {
-    std::lock_guard lock(mu_);
-    ds_.handle(std::move(*r), replies_);
-  }
-  for (const auto& rep : replies_) send_reply(rep);
-}
-
-// An answer may not be dropped: its replica would wait for ever. Back-pressure (the bound on waiting messages)
-// is waited out, while the node's I/O turns.
-void server::send_reply(const reply& rep) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  Bytes body = encode(rep);
-  for (;;) {
-    const auto ec = service_access::send(node_, rep.to, reply_tag, std::move(body));
-    if (!ec) return;
-    if (ec != make_error_code(PH_EAGAIN) || std::chrono::steady_clock::now() > give_up) {
-      logger()->error("answer to {} for ({}, {}) not sent: {}", rep.to, rep.id.process, rep.id.request,
-                      ec.message());
-      return;
-    }
-    node_.poll();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
-
-dataspace::stats server::statistics() const {
-  std::lock_guard lock(mu_);
-  return ds_.statistics();
+ServerStats Server::statistics() const {
+  const auto s = impl_->statistics();
+  ServerStats out;
+  out.puts = s.puts;
+  out.replica_puts = s.replica_puts;
+  out.delivered = s.delivered;
+  out.from_log = s.from_log;
+  out.lost = s.lost;
+  out.waiting = s.waiting;
+  out.objects = s.objects;
+  out.log_in_memory = s.log.in_memory;
+  out.log_spilled = s.log.spilled;
+  out.log_forgotten = s.log.forgotten;
+  out.copied_bytes = s.copied_bytes;
+  return out;
 }
 
 }  // namespace phoenix::volpex

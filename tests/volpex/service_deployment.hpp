@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "phoenix/volpex/server.hpp"
+#include "phoenix/volpex/tag_server.hpp"
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -24,7 +24,7 @@ struct service_deployment {
   temp_dir dir;
   std::string key = dir.make_key();
   std::vector<std::unique_ptr<Node>> nodes;
-  std::vector<std::unique_ptr<volpex::server>> servers;
+  std::vector<std::unique_ptr<volpex::tag_server>> servers;
   std::vector<std::thread> serving;
   std::vector<std::unique_ptr<std::atomic<bool>>> stop;
 
@@ -37,10 +37,10 @@ struct service_deployment {
     return n;
   }
   // A serving node, served by a thread of its own; the first assumes all of [0, L), later ones join.
-  volpex::server& serve(const std::string& name, volpex::dataspace::options o) {
+  volpex::tag_server& serve(const std::string& name, volpex::dataspace::options o) {
     using namespace std::chrono_literals;
     Node& n = node(name);
-    servers.push_back(std::make_unique<volpex::server>(n, o));
+    servers.push_back(std::make_unique<volpex::tag_server>(n, o));
     REQUIRE_FALSE(servers.back()->install());
     if (servers.size() == 1) {
       REQUIRE_FALSE(n.assume({0, space_size}));

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "phoenix/volpex/client.hpp"
-#include "phoenix/volpex/server.hpp"
+#include "phoenix/volpex/tag_server.hpp"
 #include "volpex/service_deployment.hpp"
 
 using namespace std::chrono_literals;
@@ -96,8 +96,8 @@ dataspace::options options(unsigned replicas, bool rules = true) {
 // the replicated run is indistinguishable from an unreplicated one).
 std::vector<std::string> replicated_run(unsigned k, bool rules, std::chrono::milliseconds timeout) {
   deployment d;
-  server& s1 = d.serve("s1", options(k, rules));
-  server& s2 = d.serve("s2", options(k, rules));
+  tag_server& s1 = d.serve("s1", options(k, rules));
+  tag_server& s2 = d.serve("s2", options(k, rules));
   std::vector<std::uint64_t> digests(2 * k);
   std::vector<std::unique_ptr<client>> clients;
   for (unsigned i = 0; i < 2 * k; ++i)
@@ -135,7 +135,7 @@ TEST_CASE("volpex service: 1, 2 and 3 replicas of two processes all end as the u
 
 TEST_CASE("volpex service: a replica started after its leader finished catches up from the read log") {
   deployment d;
-  server& s = d.serve("s", options(2));
+  tag_server& s = d.serve("s", options(2));
   client p0(d.node("p0r0"), 0), p1(d.node("p1r0"), 1);
   std::uint64_t digest0 = 0, digest1 = 0;
   std::thread t0([&] { digest0 = run_process(p0, 20s); });
@@ -158,7 +158,7 @@ TEST_CASE("volpex service: a replica started after its leader finished catches u
 
 TEST_CASE("volpex service: the dataspace moves with a serving node that leaves mid-run") {
   deployment d;
-  server& s1 = d.serve("s1", options(2));
+  tag_server& s1 = d.serve("s1", options(2));
   d.serve("s2", options(2));
   std::vector<std::unique_ptr<client>> clients;
   for (unsigned i = 0; i < 4; ++i)

@@ -15,7 +15,7 @@
 
 namespace phoenix::volpex {
 
-class server;
+class tag_server;
 
 struct ServerOptions {
   unsigned replicas = 0;            // replicas per process: a read-log entry goes once all were served; 0 keeps it
@@ -50,7 +50,7 @@ class PH_API Server {
   ServerStats statistics() const;
 
  private:
-  std::unique_ptr<server> impl_;
+  std::unique_ptr<tag_server> impl_;
 };
 
 }  // namespace phoenix::volpex

@@ -1,4 +1,4 @@
-// capi.cpp — the C API of the Volpex dataspace (phoenix/volpex.h): one client on a node of its own.
+// dataspace_capi.cpp — the C API of the Volpex dataspace (phoenix/volpex.h): one client on a node of its own.
 #include <phoenix/volpex.h>
 
 #include <charconv>

@@ -1,4 +1,4 @@
-// comm_protocol.hpp — the messages of replicated message passing (VolpexMPI's model; docs/volpex.md).
+// communicator_protocol.hpp — the messages of replicated message passing (VolpexMPI's model; docs/volpex.md).
 //
 // A receiver replica pulls: it sends a request to one replica of the sending rank (to its resource name, with
 // comm_request_tag), which answers from its sender log (to the receiver's resource name, with comm_answer_tag).

@@ -1,4 +1,4 @@
-// server.hpp — a node serving the dataspace's tags of the virtual nodes it assumes (docs/volpex.md).
+// tag_server.hpp — a node serving the dataspace's tags of the virtual nodes it assumes (docs/volpex.md).
 //
 // The node's application thread runs serve_for in a loop. The server installs the node's state handlers: the
 // dataspace part of each interval (its tags' objects, waiting calls, read log, and every process's request
@@ -17,10 +17,10 @@
 
 namespace phoenix::volpex {
 
-class server {
+class tag_server {
  public:
   // o.space_size is taken from the node.
-  server(Node& node, dataspace::options o);
+  tag_server(Node& node, dataspace::options o);
   // Sets the node's state handlers to the dataspace's (before the node joins or assumes anything).
   std::error_code install();
   // Handles the requests that arrive within `timeout` (migration steps run meanwhile); returns how many.

@@ -1,6 +1,6 @@
-#include "phoenix/volpex/comm_protocol.hpp"
+#include "phoenix/volpex/communicator_protocol.hpp"
 
-#include "phoenix/volpex/protocol.hpp"
+#include "phoenix/volpex/dataspace_protocol.hpp"
 
 namespace phoenix::volpex {
 

@@ -1,4 +1,4 @@
-#include "phoenix/volpex/protocol.hpp"
+#include "phoenix/volpex/dataspace_protocol.hpp"
 
 #include <cstring>
 
