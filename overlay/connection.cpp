@@ -317,7 +317,7 @@ bool connection::handle_ack(std::uint64_t ack) {
   }
   if (*freed) {
     owner_.on_freed(*this, *freed);
-    kick();  // the window moved
+    send_pending();  // the window moved
   }
   return state_ != state::closed;
 }
@@ -327,7 +327,7 @@ bool connection::handle_ack(std::uint64_t ack) {
 void connection::note_received(std::size_t bytes) {
   session_->count_received_bytes(bytes);
   if (session_->bytes_since_ack() >= params_.ack_every_bytes) {
-    kick();
+    send_pending();
     return;
   }
   if (ack_timer_armed_) return;
@@ -335,7 +335,7 @@ void connection::note_received(std::size_t bytes) {
   ack_timer_->expires_after(params_.ack_delay);
   ack_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
     self->ack_timer_armed_ = false;
-    if (!ec && self->state_ == state::up) self->kick();
+    if (!ec && self->state_ == state::up) self->send_pending();
   });
 }
 
@@ -347,7 +347,7 @@ void connection::send_control(std::vector<std::byte> frame) {
   write_more();
 }
 
-void connection::kick() {
+void connection::send_pending() {
   if (state_ == state::up) write_more();
 }
 

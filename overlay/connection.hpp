@@ -90,7 +90,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void attach(link_session* session) { session_ = session; }
   link_session* session() const { return session_; }
   void send_control(std::vector<std::byte> frame);  // a whole frame (header + payload)
-  void kick();                                       // the session has something new to send
+  void send_pending();                                       // the session has something new to send
   // This node is going for good: tell the peer how far it received (the goodbye frame) and accept no data
   // after it, so that the peer sends everything beyond another way and nothing is both kept here and resent
   // (normally nothing comes: the peer acknowledged `leaving` before and routes nothing more to this node).

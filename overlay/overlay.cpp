@@ -275,7 +275,7 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   if (!nb.leaving) table_.neighbour_up(peer, clock::now());  // a full dump is due at once: it gets the table
   nb.acked_leaving = false;  // a leaving node waits for the answer on this connection, behind what it carries
   if (leaving_) c->send_control(make_control_frame(frame_type::leaving, {}));
-  c->kick();  // resend what the peer did not acknowledge, before anything new
+  c->send_pending();  // resend what the peer did not acknowledge, before anything new
   if (saying_goodbye_) c->send_goodbye();  // the final ack, which the peer may have missed on a broken link
   routing_changed();
 }
@@ -541,7 +541,7 @@ void overlay::forward(node_id next_hop, packet p) {
   auto& slot = neighbours_[next_hop];
   if (!slot) slot = std::make_unique<neighbour>(config_.link_window_bytes);
   slot->session.enqueue(std::move(p));
-  if (slot->conn) slot->conn->kick();
+  if (slot->conn) slot->conn->send_pending();
 }
 
 // A neighbour can send packets for destinations nobody routes to, and this node acknowledges what it receives
@@ -573,7 +573,7 @@ void overlay::release_held_acks() {
   for (auto& [id, nb] : neighbours_) {
     if (!nb->session.acks_held() || nb->waiting_bytes > config_.max_waiting_per_neighbour_bytes) continue;
     nb->session.hold_acks(false);
-    if (nb->conn) nb->conn->kick();
+    if (nb->conn) nb->conn->send_pending();
   }
 }
 

@@ -25,7 +25,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 constexpr std::size_t stage_bytes = 64 * 1024;     // coalesces small frames; libssh2 cuts packets of 32 KiB
 constexpr std::size_t in_place_bytes = 16 * 1024;  // a buffer at least this large is written without a copy
-constexpr std::size_t send_batch_bytes = 128 * 1024;  // output written during a pump round once this much waits
+constexpr std::size_t send_batch_bytes = 128 * 1024;  // output written during a retry round once this much waits
 
 void init_libssh2_once() {
   static std::once_flag once;
@@ -162,7 +162,7 @@ void ssh_channel::async_read(std::span<std::byte> into, handler h) {
   read_handler_ = std::move(h);
   if (error_ || closing_ || !session_)
     return complete(read_handler_, error_ ? error_ : asio::error::operation_aborted, 0);
-  session_->kick();
+  session_->schedule_retry();
 }
 
 void ssh_channel::async_write(std::span<const asio::const_buffer> buffers, handler h) {
@@ -174,7 +174,7 @@ void ssh_channel::async_write(std::span<const asio::const_buffer> buffers, handl
   write_handler_ = std::move(h);
   if (error_ || closing_ || !session_)
     return complete(write_handler_, error_ ? error_ : asio::error::operation_aborted, 0);
-  session_->kick();
+  session_->schedule_retry();
 }
 
 void ssh_channel::close() {
@@ -182,7 +182,7 @@ void ssh_channel::close() {
   closing_ = true;
   complete(read_handler_, asio::error::operation_aborted, 0);
   complete(write_handler_, asio::error::operation_aborted, 0);
-  if (session_) session_->kick();  // frees the libssh2 channel in the pump
+  if (session_) session_->schedule_retry();  // frees the libssh2 channel in retry_pending
 }
 
 void ssh_channel::fail(std::error_code ec) {
@@ -322,7 +322,7 @@ void ssh_session::open_channel(const std::string& host, std::uint16_t port, open
   if (phase_ == phase::idle)
     start();
   else
-    kick();
+    schedule_retry();
 }
 
 // Posted, and dropped if the session is closed by then (its owner is going away).
@@ -366,11 +366,11 @@ void ssh_session::on_connected() {
   libssh2_keepalive_config(session_, 1, static_cast<unsigned>(options_.keepalive_interval.count()));
   phase_ = phase::handshake;
   last_input_ = clock::now();
-  kick();
+  schedule_retry();
 }
 
 // Appends to out_; once a burst has put send_batch_bytes there, writes it out at once (so the gateway starts on
-// those packets while the next are encrypted) instead of after the whole pump round. Smaller output waits for
+// those packets while the next are encrypted) instead of after the whole retry round. Smaller output waits for
 // the end of the round, so that one write (and one wake-up of sshd) carries all of it. Errors are left to
 // flush(), outside libssh2's call.
 ssize_t ssh_session::on_send(int, const void* buffer, std::size_t length, int, void** abstract) {
@@ -398,20 +398,20 @@ ssize_t ssh_session::on_recv(int socket, void* buffer, std::size_t length, int f
   return n;
 }
 
-void ssh_session::kick() {
-  if (pump_posted_ || in_pump_ || has_failed() || !session_) return;
-  pump_posted_ = true;
+void ssh_session::schedule_retry() {
+  if (retry_posted_ || retrying_ || has_failed() || !session_) return;
+  retry_posted_ = true;
   asio::post(io_, [self = shared_from_this()] {
-    self->pump_posted_ = false;
-    self->pump();
+    self->retry_posted_ = false;
+    self->retry_pending();
   });
 }
 
 // Retries every pending libssh2 call, round after round while any progresses (what one call reads from the
 // socket may be another channel's data, which no readiness event would announce again).
-void ssh_session::pump() {
-  if (has_failed() || !session_ || in_pump_) return;
-  in_pump_ = true;
+void ssh_session::retry_pending() {
+  if (has_failed() || !session_ || retrying_) return;
+  retrying_ = true;
   auto self = shared_from_this();
   int rounds = 0;
   for (bool progress = true; progress && rounds < 64 && !has_failed(); ++rounds) {
@@ -425,9 +425,9 @@ void ssh_session::pump() {
     }
     if (!has_failed()) flush();
   }
-  in_pump_ = false;
+  retrying_ = false;
   if (has_failed()) return;
-  if (rounds == 64) kick();  // more to do: after the other handlers
+  if (rounds == 64) schedule_retry();  // more to do: after the other handlers
   arm_waits();
 }
 
@@ -654,7 +654,7 @@ void ssh_session::arm_waits() {
       if (ec || has_failed()) return;
       input_drained_ = false;
       last_input_ = clock::now();
-      pump();
+      retry_pending();
     });
   }
   if (out_sent_ < out_.size() && !write_waiting_) {
@@ -665,7 +665,7 @@ void ssh_session::arm_waits() {
       const bool was_backlogged = is_backlogged();
       flush();
       if (was_backlogged && !is_backlogged())
-        pump();  // paused channel writes may go on
+        retry_pending();  // paused channel writes may go on
       else
         arm_waits();
     });

@@ -14,7 +14,7 @@
 // one session that rule cannot be kept locally (a read may send a window adjustment, a keepalive may be due),
 // and breaking it loses data silently (libssh2 1.10's send_existing reports the next caller's packet as sent
 // while it only finished the old one). So libssh2's send callback never returns EAGAIN: it appends the
-// encrypted bytes to the session's output buffer, which the session writes at the end of every pump round and,
+// encrypted bytes to the session's output buffer, which the session writes at the end of every retry round and,
 // during a burst, whenever send_batch_bytes wait; what the socket does not take waits for wait_write readiness.
 // Channel writes pause while that buffer holds more than a high-water mark (back-pressure). A channel write
 // that returns EAGAIN (its SSH window is full) is retried later with exactly the same buffer.
@@ -90,7 +90,7 @@ class ssh_channel {
 
  private:
   friend class ssh_session;
-  bool step();  // the session's pump: try pending calls; true if something progressed
+  bool step();  // one channel's part of retry_pending: try pending calls; true if something progressed
   bool step_write();
   bool step_read();
   bool wants_input() const;  // a pending call will read from the session (so the socket is worth waiting on)
@@ -154,8 +154,8 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
   void start();
   void deliver(open_handler h, std::shared_ptr<ssh_channel> channel, ssh_failure f);
   void on_connected();
-  void kick();
-  void pump();
+  void schedule_retry();
+  void retry_pending();
   bool step_setup();
   bool step_handshake();
   bool step_auth();
@@ -199,7 +199,7 @@ class ssh_session : public std::enable_shared_from_this<ssh_session> {
 
   std::vector<std::byte> out_;  // encrypted bytes libssh2 sent, not yet written to the socket
   std::size_t out_sent_ = 0;
-  bool pump_posted_ = false, in_pump_ = false;
+  bool retry_posted_ = false, retrying_ = false;
   bool read_waiting_ = false, write_waiting_ = false;
   bool input_drained_ = false;  // the socket had nothing more to read since the last readiness event
 };

@@ -96,11 +96,11 @@ void migration_driver::start_stream(interval t, vp_t taker, Bytes state) {
   send_message(taker, begin);
   logger()->info("{}: giving [{}, {}) with {} bytes of state to {:x}", name_, t.lo, t.hi, state.size(), taker);
   out_ = outgoing{t, taker, std::move(state), 0, 0};
-  pump();
+  send_chunks();
 }
 
 // Sends chunks while fewer than window_chunks are unacknowledged.
-void migration_driver::pump() {
+void migration_driver::send_chunks() {
   if (!out_) return;
   const std::uint64_t chunks = (out_->state.size() + chunk_bytes - 1) / chunk_bytes;
   while (out_->next < chunks && out_->next - out_->acked < window_chunks) {
@@ -122,7 +122,7 @@ void migration_driver::pump() {
 void migration_driver::on_state_ack(const message& m) {
   if (!out_ || m.from != out_->taker || m.span != out_->what) return;
   out_->acked = std::max(out_->acked, m.number + 1);
-  pump();
+  send_chunks();
 }
 
 // --- the taker ----------------------------------------------------------------------------------------------

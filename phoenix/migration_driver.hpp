@@ -104,7 +104,7 @@ class migration_driver {
   void give(migration::interval t, vp_t taker);
   void send_message(vp_t dest, const migration::message& m);
   void start_stream(migration::interval t, vp_t taker, Bytes state);
-  void pump();
+  void send_chunks();
   void on_state_begin(const migration::message& m);
   void on_state_chunk(const migration::message& m);
   void on_state_ack(const migration::message& m);

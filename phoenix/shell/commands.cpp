@@ -46,9 +46,9 @@ std::string tail(const std::filesystem::path& file, int n) {
 std::string Session::run(const Command& c) {
   take_interrupt();  // a Ctrl-C typed before the command does not abort it
   try {
-    pump(std::chrono::milliseconds(0));
+    read_events(std::chrono::milliseconds(0));
     dispatch(c);
-    pump(std::chrono::milliseconds(0));
+    read_events(std::chrono::milliseconds(0));
     return {};
   } catch (const CommandError& e) {
     return e.what();
@@ -315,7 +315,7 @@ void Session::watch(double seconds) {
       bool key = false;
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(std::min(next, until) -
                                                                               std::chrono::steady_clock::now());
-      pump(std::max(left, std::chrono::milliseconds(0)), redraw ? STDIN_FILENO : -1, &key);
+      read_events(std::max(left, std::chrono::milliseconds(0)), redraw ? STDIN_FILENO : -1, &key);
       if (key) {
         char ch;
         [[maybe_unused]] const auto n = ::read(STDIN_FILENO, &ch, 1);
@@ -484,7 +484,7 @@ void Session::quit(bool stop) {
     spawner_.signal(records_[i].process, SIGKILL);
     killed += (killed.empty() ? "" : " ") + records_[i].name;
   }
-  for (int round = 0; round < 50 && spawner_.running_count() > 0; ++round) pump(std::chrono::milliseconds(100));
+  for (int round = 0; round < 50 && spawner_.running_count() > 0; ++round) read_events(std::chrono::milliseconds(100));
   print("phsh: stopped " + names +
         (killed.empty() ? "" : " (killed " + killed + ": they did not stop in 10 s)") + "\n");
 }

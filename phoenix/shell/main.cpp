@@ -128,7 +128,7 @@ int run_interactive(Session& session) {
   while (true) {
     if (!editor.editing()) editor.start("phsh> ");
     bool woken = false;
-    session.pump(std::chrono::milliseconds(500), STDIN_FILENO, &woken);
+    session.read_events(std::chrono::milliseconds(500), STDIN_FILENO, &woken);
     if (const int sig = termination_signal()) {
       editor.stop();
       std::printf("\n");

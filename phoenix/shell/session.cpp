@@ -328,12 +328,12 @@ bool Session::wait_until(const std::function<bool()>& done, std::optional<double
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    pump(std::min(left, std::chrono::milliseconds(200)));
+    read_events(std::min(left, std::chrono::milliseconds(200)));
   }
   return true;
 }
 
-void Session::pump(std::chrono::milliseconds timeout, int wake_fd, bool* woken) {
+void Session::read_events(std::chrono::milliseconds timeout, int wake_fd, bool* woken) {
   for (const auto& e : spawner_.poll(timeout, wake_fd, woken)) on_event(e);
 }
 

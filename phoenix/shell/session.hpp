@@ -127,7 +127,7 @@ class Session {
 
   // Reads what node processes reported for up to `timeout` and shows the events; returns early when
   // `wake_fd` becomes readable (*woken set) or on a signal.
-  void pump(std::chrono::milliseconds timeout, int wake_fd = -1, bool* woken = nullptr);
+  void read_events(std::chrono::milliseconds timeout, int wake_fd = -1, bool* woken = nullptr);
 
   // quit: with stop, closes the stdin of every node process still running, waits for them (10 s) and kills
   // the rest; without, hands them to a keeper so they outlive phsh. Says what it did.

@@ -221,7 +221,7 @@ void communicator::serve_loop() {
       }
     }
     if (clock::now() >= next_housekeeping) {
-      look_after_receivers();
+      track_receivers();
       next_housekeeping = clock::now() + housekeeping;
     }
   }
@@ -229,7 +229,7 @@ void communicator::serve_loop() {
 
 // Receivers without a route for give_up_after are given up: they hold nothing back in the log any more. One
 // whose route comes back holds back what the log still has from then on.
-void communicator::look_after_receivers() {
+void communicator::track_receivers() {
   std::vector<std::pair<std::pair<rank_id, replica_index>, vp_t>> known;
   {
     std::lock_guard lock(mu_);
@@ -343,7 +343,7 @@ std::optional<vp_t> communicator::look_up_name(rank_id r, replica_index j) {
 
 // Looks for the replicas of s not registered yet (every lookup_every), and tells the selection which replicas
 // lost their routes and which got them back (liveness.hpp). Hybrid selection pings them once all are known.
-void communicator::look_after(source_state& st, rank_id s) {
+void communicator::track_replicas(source_state& st, rank_id s) {
   const auto now = clock::now();
   if (now < st.next_look) return;
   st.next_look = now + answer_slice;
@@ -406,7 +406,7 @@ void communicator::ping_all(source_state& st, rank_id s) {
 // The policy's choice, unless it is refused for this message or not resolvable: then any other live replica.
 std::optional<replica_index> communicator::pick(source_state& st, rank_id s,
                                                 const std::set<replica_index>& refused) {
-  look_after(st, s);
+  track_replicas(st, s);
   const auto usable = [&](replica_index j) {
     return st.selector.alive(j) && !refused.contains(j) && st.replicas.at(j).name.has_value();
   };
@@ -429,9 +429,9 @@ bool communicator::issue(attempt& a, comm_request r) {
   return true;
 }
 
-// While waiting: the policy hears how long, and a target that lost its route is left (look_after).
+// While waiting: the policy hears how long, and a target that lost its route is left (track_replicas).
 void communicator::watch_target(attempt& a, source_state& st) {
-  look_after(st, a.source);
+  track_replicas(st, a.source);
   if (!a.target) return;
   st.selector.on_waiting(*a.target, clock::now() - a.sent);
   // Its answer, if one still comes, is taken all the same (recv_from).

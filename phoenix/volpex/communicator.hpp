@@ -124,7 +124,7 @@ class communicator {
     explicit source_state(target_selector s) : selector(std::move(s)) {}
     target_selector selector;
     std::map<replica_index, source_replica> replicas;   // 0..K-1
-    std::chrono::steady_clock::time_point next_look{};  // when look_after checks the routes again
+    std::chrono::steady_clock::time_point next_look{};  // when track_replicas checks the routes again
     std::map<std::int32_t, timestamp> consumed;
     std::uint64_t received = 0;
     bool pinged = false;
@@ -141,7 +141,7 @@ class communicator {
   // receiving side (application thread)
   source_state& state_of(rank_id s);
   comm_request request_to(rank_id s, comm_request::kind what) const;
-  void look_after(source_state& st, rank_id s);
+  void track_replicas(source_state& st, rank_id s);
   std::optional<vp_t> look_up_name(rank_id r, replica_index j);
   void ping_all(source_state& st, rank_id s);
   std::optional<replica_index> pick(source_state& st, rank_id s, const std::set<replica_index>& refused);
@@ -167,7 +167,7 @@ class communicator {
   void forget(rank_id dst, std::int32_t tag, timestamp ts);
   void trim_log();
   bool answer_lookup(const comm_request& r, const sender_log::lookup_result& res);
-  void look_after_receivers();
+  void track_receivers();
   void look_up_receivers();                                       // application thread (it uses the directory)
   void look_up_receivers_every(std::chrono::milliseconds every);  // unless done less than `every` ago
   void post(vp_t to, const comm_answer& a);
