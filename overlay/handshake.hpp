@@ -59,7 +59,7 @@ inline constexpr std::size_t max_name_bytes = 64;
 inline constexpr std::size_t max_refuse_text_bytes = 200;
 inline constexpr std::size_t secret_size_bytes = 32;
 inline constexpr std::size_t ephemeral_size_bytes = 32;  // an X25519 public key (RFC 7748)
-// The least link window a HELLO may announce (as config.cpp demands of link_window_bytes).
+// The least link window a HELLO may announce (as phoenix/config_keys.hpp demands of link_window_bytes).
 inline constexpr std::uint64_t min_window_bytes = 64 * 1024;
 // HELLO: u16 version, u64 L, u64 resource name, nonce, ephemeral public key, u64 window, u8 role,
 // u8 protection, u8 name_len, name.

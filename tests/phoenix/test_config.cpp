@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -17,6 +18,7 @@
 #include <toml.hpp>
 
 #include "phoenix/config_file.hpp"
+#include "phoenix/config_keys.hpp"
 
 #ifndef PHOENIX_SOURCE_DIR
 #define PHOENIX_SOURCE_DIR "/work/main"  // the build defines it; this is only for building the test by hand
@@ -768,4 +770,57 @@ TEST_CASE("config: link_protection is integrity by default, off on request, and 
           return std::string_view(name) == "PHOENIX_LINK_PROTECTION" ? "off" : nullptr;
         }) == "");
   CHECK(env.link_protection == "off");
+}
+
+TEST_CASE("config: config/README.md documents every key with its PHOENIX_ variable, and no other key") {
+  std::ifstream in(fs::path(PHOENIX_SOURCE_DIR) / "config" / "README.md");
+  REQUIRE(in);
+  // The rows of the "Keys and variables" table: "| `key` | `PHOENIX_KEY` ... | default | meaning |".
+  std::map<std::string, std::string> documented;  // key -> its variable column
+  bool in_keys = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0 || line.rfind("### ", 0) == 0) in_keys = line == "## Keys and variables";
+    if (!in_keys || line.rfind("| `", 0) != 0) continue;
+    const auto key_end = line.find('`', 3);
+    const auto column_end = line.find(" |", key_end + 3);
+    REQUIRE(key_end != std::string::npos);
+    REQUIRE(column_end != std::string::npos);
+    documented[line.substr(3, key_end - 3)] = line.substr(key_end + 4, column_end - key_end - 4);
+  }
+  std::set<std::string> keys;
+  for (const phoenix::ConfigKey& k : phoenix::kConfigKeys) {
+    if (k.kind == phoenix::KeyKind::tables) continue;  // [node.NAME]: README's "How a node picks its section"
+    const std::string name(k.name);
+    CAPTURE(name);
+    keys.insert(name);
+    REQUIRE(documented.count(name) == 1);
+    if (k.variable == nullptr) {
+      CHECK(documented[name] == "—");
+      continue;
+    }
+    std::string expected = "PHOENIX_" + name;
+    std::transform(expected.begin(), expected.end(), expected.begin(),
+                   [](char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); });
+    CHECK(std::string(k.variable) == expected);
+    CHECK(documented[name].rfind("`" + expected + "`", 0) == 0);
+  }
+  for (const auto& [name, variable] : documented) CHECK_MESSAGE(keys.count(name) == 1, name << " is no key");
+}
+
+TEST_CASE("config: the order of the keys decides between equally near suggestions and between two problems") {
+  CHECK(contains(load_error("ssh_ = 1\n"), "did you mean ssh_identity?"));
+  CHECK(contains(load_error("link = 1\n"), "did you mean link_protection?"));
+  CHECK(contains(load_error("control = 1\n"), "did you mean control_key_file?"));
+  CHECK(contains(load_error("max_ = 1\n"), "did you mean max_waiting_bytes?"));
+  Config c;
+  c.space_size = 0;
+  c.log_level = "loud";
+  c.hop_limit = 0;
+  CHECK(phoenix::validate(c) == "space_size must be at least 1");
+  c.space_size = 1;
+  CHECK(contains(phoenix::validate(c), "log_level"));
+  c.log_level = "info";
+  c.link_protection = "none";
+  c.ssh_host_key_policy = "none";
+  CHECK(contains(phoenix::validate(c), "ssh_host_key_policy"));
 }
