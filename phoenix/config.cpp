@@ -142,12 +142,13 @@ ConfigResult load_config_unguarded(const fs::path& file, std::string_view node_n
 
   toml::value root;
   try {
-    std::istringstream in(text);
+    std::istringstream in(mark_empty_arrays(text, measure_toml_depth(text)));
     root = toml::parse(in, ctx.file);
   } catch (const toml::exception& e) {
     result.error = one_line_syntax_error(ctx.file, e);
     return result;
   }
+  if (result.error = restore_empty_arrays(ctx.file, root); !result.error.empty()) return result;
 
   Config base;
   Pending base_pending;

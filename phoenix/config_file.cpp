@@ -1,9 +1,11 @@
 #include "phoenix/config_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <system_error>
 
 namespace phoenix {
@@ -42,6 +44,20 @@ bool starts_with(std::string_view text, std::size_t i, std::string_view what) {
   return text.substr(i, what.size()) == what;
 }
 
+// For '[' at `open` in a value: where its ']' is if only whitespace and comments come between.
+std::optional<std::size_t> empty_array_end(std::string_view text, std::size_t open) {
+  for (std::size_t i = open + 1; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ']') return i;
+    if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // A key is what precedes '=' on a line (or inside an inline table, after '{' or ','); dots there open tables.
@@ -53,7 +69,7 @@ toml_depth measure_toml_depth(std::string_view text) {
   bool in_value = false;
   lexeme in = lexeme::plain;
   auto note = [&] {
-    if (open.size() + key_dots > deepest.depth) deepest = {open.size() + key_dots, line};
+    if (open.size() + key_dots > deepest.depth) deepest.depth = open.size() + key_dots, deepest.line = line;
   };
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -93,6 +109,9 @@ toml_depth measure_toml_depth(std::string_view text) {
         break;
       case '[':
       case '{':
+        if (c == '[' && in_value) {
+          if (const auto close = empty_array_end(text, i)) deepest.empty_arrays.emplace_back(i, *close);
+        }
         open.push_back(c);
         if (c == '{') in_value = false, key_dots = 0;
         note();
@@ -120,6 +139,23 @@ std::string check_toml_depth(std::string_view text, std::size_t max_depth, const
   if (d.depth <= max_depth) return "";
   return file + ":" + std::to_string(d.line) + ": nested deeper than " + std::to_string(max_depth) +
          " levels (arrays, inline tables and dotted keys), the limit for a configuration file";
+}
+
+std::string mark_empty_arrays(std::string_view text, const toml_depth& scanned) {
+  std::string out;
+  out.reserve(text.size() + scanned.empty_arrays.size() * (empty_array_marker.size() + 16));
+  std::size_t copied = 0;
+  for (const auto& [open, close] : scanned.empty_arrays) {
+    out.append(text.substr(copied, open - copied));
+    // The marker's first character, U+0001, as TOML writes it in a basic string.
+    out.append("[{\"\\u0001").append(empty_array_marker.substr(1)).append("\" = true}]");
+    out.append(static_cast<std::size_t>(std::count(text.begin() + static_cast<std::ptrdiff_t>(open),
+                                                   text.begin() + static_cast<std::ptrdiff_t>(close), '\n')),
+               '\n');
+    copied = close + 1;
+  }
+  out.append(text.substr(copied));
+  return out;
 }
 
 }  // namespace phoenix

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace phoenix {
 
@@ -24,10 +26,20 @@ std::string read_bounded_file(const std::filesystem::path& file, std::size_t max
 struct toml_depth {
   std::size_t depth = 0;
   std::size_t line = 0;  // 1-based line where `depth` was first reached
+  // Where each empty array value opens and closes ('[' and ']'; whitespace and comments between).
+  std::vector<std::pair<std::size_t, std::size_t>> empty_arrays;
 };
 toml_depth measure_toml_depth(std::string_view text);
 
 // "" when `text` nests at most max_depth deep, else "FILE:LINE: ..." naming the limit.
 std::string check_toml_depth(std::string_view text, std::size_t max_depth, const std::string& file);
+
+// toml11 3.7 dereferences the first element of an empty array when a dotted key or a table header goes on
+// through the key that holds it (`a = []` then `[a.b]`), and crashes. So each empty array value is parsed as an
+// array holding one table with the key `empty_array_marker`, which a header can go through, and
+// restore_empty_arrays (config_toml.hpp) empties it again after parsing. Lines keep their numbers: the newlines
+// an empty array spanned follow it.
+inline constexpr std::string_view empty_array_marker = "\x01phoenix: an empty array";
+std::string mark_empty_arrays(std::string_view text, const toml_depth& scanned);
 
 }  // namespace phoenix

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "phoenix/config_file.hpp"
+
 namespace phoenix {
 namespace {
 
@@ -37,6 +39,34 @@ std::string type_name(const toml::value& v) {
   std::ostringstream os;
   os << v.type();
   return os.str();
+}
+
+namespace {
+std::string restore_empty_arrays_in(const std::string& file, toml::value& v, const std::string& path) {
+  if (v.is_table()) {
+    for (auto& [key, x] : v.as_table())
+      if (auto err = restore_empty_arrays_in(file, x, path.empty() ? key : path + "." + key); !err.empty())
+        return err;
+  } else if (v.is_array()) {
+    auto& elements = v.as_array();
+    if (elements.size() == 1 && elements[0].is_table() &&
+        elements[0].as_table().count(std::string(empty_array_marker)) == 1) {
+      if (elements[0].as_table().size() != 1)
+        return where(file, v) + path + ": is an empty array; no table header or dotted key can go on through it";
+      elements.clear();
+      return "";
+    }
+    for (std::size_t i = 0; i < elements.size(); ++i)
+      if (auto err = restore_empty_arrays_in(file, elements[i], path + "[" + std::to_string(i) + "]");
+          !err.empty())
+        return err;
+  }
+  return "";
+}
+}  // namespace
+
+std::string restore_empty_arrays(const std::string& file, toml::value& root) {
+  return restore_empty_arrays_in(file, root, "");
 }
 
 // toml11 iterates an unordered_map; sorting by position makes "the first error" the first one in the file.

@@ -29,6 +29,11 @@ std::string type_name(const toml::value& v);
 // The keys of a table with their values, in the order they appear in the file.
 std::vector<std::pair<std::string, const toml::value*>> entries_in_file_order(const toml::value& table);
 
+// Empties again every array that mark_empty_arrays (config_file.hpp) filled with its marker. "" on success;
+// an error where a dotted key or a table header went on through an empty array, as toml11 reports for any
+// other array ("c.toml:2: a: ...").
+std::string restore_empty_arrays(const std::string& file, toml::value& root);
+
 // toml11's multi-line syntax error as one line: "FILE:LINE: TOML syntax error: HEADLINE (COMMENT)".
 std::string one_line_syntax_error(const std::string& file, const toml::exception& e);
 

@@ -430,6 +430,20 @@ TEST_CASE("config: a file nested deeper than the limit is an error naming the fi
   CHECK_FALSE(contains(load_error("# " + quoted + "\nname = \"" + quoted + "\"\nx = '" + quoted + "'\n"), "nested"));
 }
 
+TEST_CASE("config: a table header or dotted key through an empty array is an error, not a crash") {
+  // toml11 alone dereferences the empty array's first element here (phoenix/config_file.hpp).
+  CHECK(contains(load_error("peers = []\n[peers.b]\n"), "c.toml:1: peers: is an empty array"));
+  CHECK(contains(load_error("peers = [ ]\npeers.b = 1\n"), "c.toml:1: peers: is an empty array"));
+  CHECK(contains(load_error("[node.a]\npeers = []\n[node.a.peers.c]\n"), "c.toml:2: node.a.peers: is an empty"));
+  CHECK(contains(load_error("peers = []\n[[peers.b]]\n"), "peers: is an empty array"));
+  // Empty arrays still read as empty, and lines keep their numbers past one that spans lines.
+  const Config c = load_ok("peers = [ # none yet\n\n]\nassume = []\n[node.a]\n", "a");
+  CHECK(c.peers.empty());
+  CHECK(c.assume.empty());
+  CHECK(contains(load_error("peers = [\n# none\n]\nhop_limit = -1\n"), "c.toml:4: hop_limit:"));
+  CHECK(contains(load_error("x = [[], [1]]\n"), "c.toml:1: x: unknown key"));
+}
+
 TEST_CASE("config: measure_toml_depth counts arrays, inline tables and dotted keys, not strings or floats") {
   CHECK(phoenix::measure_toml_depth("a = 1.5\nb = [[1], [2.5]]\n").depth == 2);
   CHECK(phoenix::measure_toml_depth("[a.b.c]\nx = 1\n").depth == 3);
