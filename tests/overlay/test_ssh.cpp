@@ -1,7 +1,6 @@
 // ssh:// links end to end: phoenix::Nodes in one process, linked through a real OpenSSH server on 127.0.0.1
 // (tests/support/sshd.hpp) by libssh2 direct-tcpip channels.
 #include <doctest/doctest.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <atomic>
 #include <memory>
@@ -10,7 +9,7 @@
 #include <thread>
 
 #include "overlay/address.hpp"
-#include "overlay/log.hpp"
+#include "support/log_capture.hpp"
 #include "support/nodes.hpp"
 #include "support/sshd.hpp"
 #include "support/temp_dir.hpp"
@@ -18,30 +17,13 @@
 using namespace std::chrono_literals;
 using phoenix::Interval;
 using phoenix::Node;
+using phoenix::test::log_capture;
 using phoenix::test::payload_of;
 using phoenix::test::wait_for;
 
 namespace {
 
 constexpr std::uint64_t L = 1000;
-
-struct log_capture {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink =
-      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(512);
-  log_capture() {  // what a node reports at warn and above (the logger passes info on, for `log NODE`)
-    sink->set_level(spdlog::level::warn);
-    phoenix::overlay::logger()->sinks().push_back(sink);
-  }
-  ~log_capture() {
-    auto& sinks = phoenix::overlay::logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
-  }
-  std::string find(const std::string& text) const {
-    for (const auto& line : sink->last_formatted())
-      if (line.find(text) != std::string::npos) return line;
-    return "";
-  }
-};
 
 // A gateway (sshd) and what a node needs to use it.
 struct gateway {
