@@ -13,10 +13,6 @@
 
 namespace phoenix::volpex {
 
-namespace {
-using clock = std::chrono::steady_clock;
-using namespace std::chrono_literals;
-}  // namespace
 using namespace communicator_parts;
 
 communicator::communicator(Node& node, client& dataspace, comm_options o)

@@ -12,6 +12,9 @@
 
 namespace phoenix::volpex::communicator_parts {
 
+using clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
 // How long recv waits for an answer before looking after its target.
 inline constexpr std::chrono::milliseconds answer_slice{20};
 // How often the serving thread trims and looks for dead receivers.

@@ -11,10 +11,6 @@
 
 namespace phoenix::volpex {
 
-namespace {
-using clock = std::chrono::steady_clock;
-using namespace std::chrono_literals;
-}  // namespace
 using namespace communicator_parts;
 
 // --- sending and serving ------------------------------------------------------------------------------------
