@@ -131,7 +131,8 @@ ConfigResult load_config_unguarded(const fs::path& file, std::string_view node_n
   // Read ourselves, within bounds: toml11's own open reports no reason, asserts on a directory, reads without
   // end, and recurses once per nesting level.
   if (result.error = read_bounded_file(file, max_config_file_bytes, text); !result.error.empty()) return result;
-  if (result.error = check_toml_depth(text, max_config_depth, file.string()); !result.error.empty())
+  const toml_depth scanned = measure_toml_depth(text);
+  if (result.error = check_toml_depth(scanned, max_config_depth, file.string()); !result.error.empty())
     return result;
 
   Context ctx;
@@ -142,13 +143,14 @@ ConfigResult load_config_unguarded(const fs::path& file, std::string_view node_n
 
   toml::value root;
   try {
-    std::istringstream in(mark_empty_arrays(text, measure_toml_depth(text)));
+    std::istringstream in(mark_empty_arrays(text, scanned));
     root = toml::parse(in, ctx.file);
   } catch (const toml::exception& e) {
     result.error = one_line_syntax_error(ctx.file, e);
     return result;
   }
-  if (result.error = restore_empty_arrays(ctx.file, root); !result.error.empty()) return result;
+  if (result.error = restore_empty_arrays(ctx.file, root, scanned.empty_arrays.size()); !result.error.empty())
+    return result;
 
   Config base;
   Pending base_pending;

@@ -44,6 +44,14 @@ bool starts_with(std::string_view text, std::size_t i, std::string_view what) {
   return text.substr(i, what.size()) == what;
 }
 
+// A multi-line string ends with the last of up to five quotes in a row: one or two of them may belong to the
+// string (TOML: """x"""" is x"). How many quotes the run at `i` has, at most five.
+std::size_t closing_quotes(std::string_view text, std::size_t i, char quote) {
+  std::size_t n = 0;
+  while (n < 5 && i + n < text.size() && text[i + n] == quote) ++n;
+  return n;
+}
+
 // For '[' at `open` in a value: where its ']' is if only whitespace and comments come between.
 std::optional<std::size_t> empty_array_end(std::string_view text, std::size_t open) {
   for (std::size_t i = open + 1; i < text.size(); ++i) {
@@ -82,18 +90,18 @@ toml_depth measure_toml_depth(std::string_view text) {
     switch (in) {
       case lexeme::comment: continue;
       case lexeme::basic:
-        if (c == '\\') ++i;
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;
         else if (c == '"') in = lexeme::plain;
         continue;
       case lexeme::literal:
         if (c == '\'') in = lexeme::plain;
         continue;
       case lexeme::multi_basic:
-        if (c == '\\') ++i;
-        else if (starts_with(text, i, "\"\"\"")) in = lexeme::plain, i += 2;
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;  // a newline still counts as a line
+        else if (starts_with(text, i, "\"\"\"")) in = lexeme::plain, i += closing_quotes(text, i, '"') - 1;
         continue;
       case lexeme::multi_literal:
-        if (starts_with(text, i, "'''")) in = lexeme::plain, i += 2;
+        if (starts_with(text, i, "'''")) in = lexeme::plain, i += closing_quotes(text, i, '\'') - 1;
         continue;
       case lexeme::plain: break;
     }
@@ -134,10 +142,9 @@ toml_depth measure_toml_depth(std::string_view text) {
   return deepest;
 }
 
-std::string check_toml_depth(std::string_view text, std::size_t max_depth, const std::string& file) {
-  const auto d = measure_toml_depth(text);
-  if (d.depth <= max_depth) return "";
-  return file + ":" + std::to_string(d.line) + ": nested deeper than " + std::to_string(max_depth) +
+std::string check_toml_depth(const toml_depth& scanned, std::size_t max_depth, const std::string& file) {
+  if (scanned.depth <= max_depth) return "";
+  return file + ":" + std::to_string(scanned.line) + ": nested deeper than " + std::to_string(max_depth) +
          " levels (arrays, inline tables and dotted keys), the limit for a configuration file";
 }
 

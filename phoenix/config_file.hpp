@@ -31,8 +31,8 @@ struct toml_depth {
 };
 toml_depth measure_toml_depth(std::string_view text);
 
-// "" when `text` nests at most max_depth deep, else "FILE:LINE: ..." naming the limit.
-std::string check_toml_depth(std::string_view text, std::size_t max_depth, const std::string& file);
+// "" when the scanned text nests at most max_depth deep, else "FILE:LINE: ..." naming the limit.
+std::string check_toml_depth(const toml_depth& scanned, std::size_t max_depth, const std::string& file);
 
 // toml11 3.7 dereferences the first element of an empty array when a dotted key or a table header goes on
 // through the key that holds it (`a = []` then `[a.b]`), and crashes. So each empty array value is parsed as an

@@ -42,10 +42,12 @@ std::string type_name(const toml::value& v) {
 }
 
 namespace {
-std::string restore_empty_arrays_in(const std::string& file, toml::value& v, const std::string& path) {
+std::string restore_empty_arrays_in(const std::string& file, toml::value& v, const std::string& path,
+                                    std::size_t& restored) {
   if (v.is_table()) {
     for (auto& [key, x] : v.as_table())
-      if (auto err = restore_empty_arrays_in(file, x, path.empty() ? key : path + "." + key); !err.empty())
+      if (auto err = restore_empty_arrays_in(file, x, path.empty() ? key : path + "." + key, restored);
+          !err.empty())
         return err;
   } else if (v.is_array()) {
     auto& elements = v.as_array();
@@ -54,10 +56,11 @@ std::string restore_empty_arrays_in(const std::string& file, toml::value& v, con
       if (elements[0].as_table().size() != 1)
         return where(file, v) + path + ": is an empty array; no table header or dotted key can go on through it";
       elements.clear();
+      ++restored;
       return "";
     }
     for (std::size_t i = 0; i < elements.size(); ++i)
-      if (auto err = restore_empty_arrays_in(file, elements[i], path + "[" + std::to_string(i) + "]");
+      if (auto err = restore_empty_arrays_in(file, elements[i], path + "[" + std::to_string(i) + "]", restored);
           !err.empty())
         return err;
   }
@@ -65,8 +68,13 @@ std::string restore_empty_arrays_in(const std::string& file, toml::value& v, con
 }
 }  // namespace
 
-std::string restore_empty_arrays(const std::string& file, toml::value& root) {
-  return restore_empty_arrays_in(file, root, "");
+std::string restore_empty_arrays(const std::string& file, toml::value& root, std::size_t marked) {
+  std::size_t restored = 0;
+  if (auto err = restore_empty_arrays_in(file, root, "", restored); !err.empty()) return err;
+  // More than were marked: the file itself wrote the marker, and the array it holds is not empty.
+  if (restored != marked)
+    return file + ": a key is named \"\\u0001phoenix: an empty array\", which phoenix reserves for its own use";
+  return "";
 }
 
 // toml11 iterates an unordered_map; sorting by position makes "the first error" the first one in the file.

@@ -31,8 +31,8 @@ std::vector<std::pair<std::string, const toml::value*>> entries_in_file_order(co
 
 // Empties again every array that mark_empty_arrays (config_file.hpp) filled with its marker. "" on success;
 // an error where a dotted key or a table header went on through an empty array, as toml11 reports for any
-// other array ("c.toml:2: a: ...").
-std::string restore_empty_arrays(const std::string& file, toml::value& root);
+// other array ("c.toml:2: a: ..."), or where the file itself wrote the marker (more than `marked` found).
+std::string restore_empty_arrays(const std::string& file, toml::value& root, std::size_t marked);
 
 // toml11's multi-line syntax error as one line: "FILE:LINE: TOML syntax error: HEADLINE (COMMENT)".
 std::string one_line_syntax_error(const std::string& file, const toml::exception& e);

@@ -425,6 +425,11 @@ TEST_CASE("config: a file nested deeper than the limit is an error naming the fi
   std::string dotted = "a";
   for (int i = 0; i < 100; ++i) dotted += ".a";
   CHECK(contains(load_error(dotted + " = 1\n"), "nested deeper than 32"));
+  // Nor can a string that ends in a quote of its own hide nesting after it; line continuations count as lines.
+  CHECK(contains(load_error("a = [\"\"\"x\"\"\"\", " + std::string(deep, '[') + std::string(deep, ']') + "]\n"),
+                 "c.toml:1: nested deeper than 32"));
+  CHECK(contains(load_error("s = \"\"\"a\\\nb\"\"\"\nx = 1\na = " + std::string(40, '[') + std::string(40, ']') + "\n"),
+                 "c.toml:4: nested deeper than 32"));
   // Brackets in strings and comments, and dots in values, are not nesting.
   const std::string quoted(100, '[');
   CHECK_FALSE(contains(load_error("# " + quoted + "\nname = \"" + quoted + "\"\nx = '" + quoted + "'\n"), "nested"));
@@ -442,6 +447,11 @@ TEST_CASE("config: a table header or dotted key through an empty array is an err
   CHECK(c.assume.empty());
   CHECK(contains(load_error("peers = [\n# none\n]\nhop_limit = -1\n"), "c.toml:4: hop_limit:"));
   CHECK(contains(load_error("x = [[], [1]]\n"), "c.toml:1: x: unknown key"));
+  // A multi-line string may end in one or two quotes of its own: what follows it is still scanned.
+  CHECK(contains(load_error("t = {s = \"\"\"x\"\"\"\", e = [], e.f = 1}\n"), "t.e: is an empty array"));
+  CHECK(contains(load_error("t = {s = '''x'''', e = [], e.f = 1}\n"), "t.e: is an empty array"));
+  // The marker is phoenix's: a file that writes it gets an error, not an array read as empty.
+  CHECK(contains(load_error("peers = [{\"\\u0001phoenix: an empty array\" = true}]\n"), "reserves"));
 }
 
 TEST_CASE("config: measure_toml_depth counts arrays, inline tables and dotted keys, not strings or floats") {
