@@ -14,9 +14,12 @@ constexpr std::uint64_t max_bytes_per_write = 4u << 20;
 // opens the window after every skb or two), where reads of whatever has arrived hold the sender back
 // (docs/overlay.md, "Reliable links"; bench/README.md, the socket floor).
 constexpr std::size_t max_read_bytes = 64u << 10;
-// A data frame with at least this much body is written before its tag is computed: the tag follows in the next
-// write, and computing it (about 80 us per MiB) overlaps the receiver's reading instead of coming before it.
-constexpr std::size_t deferred_tag_body_bytes = 64u << 10;
+// A data frame with at least this much body is written in slices of at most large_slice_bytes. A slice the
+// socket takes at once is followed by the next in the same thread, without waiting for the event loop (which a
+// spinning receiver runs only every few looks); with protection on, the tag takes in each slice while the
+// socket and the receiver work on it, and follows the last slice in the next write.
+constexpr std::size_t large_body_bytes = 64u << 10;
+constexpr std::size_t large_slice_bytes = 512u << 10;
 }  // namespace
 
 connection::connection(connection_owner& owner, const connection_params& params, bool outbound, std::string remote)
@@ -360,6 +363,55 @@ void connection::seal_control(std::vector<std::byte>& frame) {
   frame.insert(frame.end(), tag.begin(), tag.end());
 }
 
+// A large frame under way goes on alone: nothing may come between the slices of one frame on the stream. Each
+// slice the socket takes at once is added to the tag before the next is offered, in this thread, so the frame
+// does not wait for the event loop between slices (a spinning receiver runs it only every few looks). Returns
+// whether the frame is complete and its tag pending; otherwise a write is in flight, or the connection failed.
+bool connection::write_large_slices() {
+  while (!large_rest_.empty()) {
+    const auto slice = next_large_slice();
+    std::error_code ec;
+    const std::size_t n = stream_try_write(slice, ec);
+    if (!ec && n == slice.size()) {
+      seal_large_slice();
+      continue;
+    }
+    if (ec && ec != asio::error::would_block && ec != asio::error::operation_not_supported) {
+      fail(ec.message());
+      return false;
+    }
+    const auto rest = slice.subspan(ec ? 0 : n);
+    iov_.push_back(asio::buffer(rest.data(), rest.size()));
+    writing_ = true;
+    stream_write(iov_, [self = shared_from_this()](std::error_code ec2, std::size_t k) { self->on_written(ec2, k); });
+    seal_large_slice();  // the write above is on its way: the completion cannot run before this returns
+    return false;
+  }
+  // Every slice went at once: what the frame's write would have marked on completion is written now.
+  if (session_ && last_seq_in_write_) {
+    if (const std::uint64_t freed = session_->mark_written(last_seq_in_write_)) owner_.on_freed(*this, freed);
+  }
+  last_seq_in_write_ = 0;
+  return true;
+}
+
+// The next slice of a large frame, taken off large_rest_ into large_slice_.
+std::span<const std::byte> connection::next_large_slice() {
+  large_slice_ = large_rest_.first(std::min(large_rest_.size(), large_slice_bytes));
+  large_rest_ = large_rest_.subspan(large_slice_.size());
+  return large_slice_;
+}
+
+// Once a slice's write is on its way: add it to the tag; after the last one the tag is ready for the next write.
+void connection::seal_large_slice() {
+  protection_.seal_more(large_slice_);
+  large_slice_ = {};
+  if (large_rest_.empty()) {
+    if (protection_.is_sealing()) pending_tag_ = protection_.seal_finish();
+    last_seq_in_write_ = large_seq_;
+  }
+}
+
 void connection::write_more() {
   if (writing_ || state_ == state::closed) return;
   iov_.clear();
@@ -367,6 +419,8 @@ void connection::write_more() {
   tags_.clear();
   std::uint64_t bytes = 0;
   control_in_write_ = 0;
+  last_seq_in_write_ = 0;
+  if (!large_rest_.empty() && !write_large_slices()) return;
   // The tag of the last frame of the previous write comes before anything else: it ends that frame.
   if (pending_tag_) {
     tag_in_write_ = *pending_tag_;  // its own storage: this write may leave a new pending tag behind
@@ -381,13 +435,12 @@ void connection::write_more() {
     bytes += f.size();
     ++control_in_write_;
   }
-  last_seq_in_write_ = 0;
-  std::array<std::span<const std::byte>, 2> deferred{};  // head and body of a frame whose tag comes later
+  const std::byte* large_head = nullptr;  // a large frame begun in this write, whose tag is computed after it
   if (state_ == state::up && session_) {
     heads_.reserve(max_frames_per_write);
     tags_.reserve(max_frames_per_write);  // no reallocation: iov_ points into it
     const std::size_t tag_bytes = protection_.tag_bytes();
-    while (heads_.size() < max_frames_per_write && bytes < max_bytes_per_write && deferred[0].empty()) {
+    while (heads_.size() < max_frames_per_write && bytes < max_bytes_per_write && !large_head) {
       const sequenced_packet* sp = session_->next_to_send();
       if (!sp) break;
       auto& h = heads_.emplace_back();
@@ -398,14 +451,20 @@ void connection::write_more() {
                                  sp->pkt.hops_left});
       iov_.push_back(asio::buffer(h));
       const std::span<const std::byte> body(sp->pkt.body.data(), sp->pkt.body.size());
+      bytes += frame_header_bytes + length;
+      if (body.size() >= large_body_bytes) {  // written (and sealed) slice by slice; ends this write
+        large_head = h.data();
+        large_seq_ = sp->seq;
+        large_rest_ = body;
+        const auto slice = next_large_slice();
+        iov_.push_back(asio::buffer(slice.data(), slice.size()));
+        break;
+      }
       if (!body.empty()) iov_.push_back(asio::buffer(body.data(), body.size()));
-      if (tag_bytes && body.size() >= deferred_tag_body_bytes) {
-        deferred = {std::span<const std::byte>(h), body};  // sealed once the write is on its way; ends it
-      } else if (tag_bytes) {
+      if (tag_bytes) {
         const std::array<std::span<const std::byte>, 2> pieces{std::span<const std::byte>(h), body};
         iov_.push_back(asio::buffer(tags_.emplace_back(protection_.seal(pieces))));
       }
-      bytes += frame_header_bytes + length;
       last_seq_in_write_ = sp->seq;
     }
     // Data frames carry the ack. Without any, an ack frame goes on its own once the delay has passed or
@@ -429,8 +488,13 @@ void connection::write_more() {
   writing_ = true;
   stream_write(iov_, [self = shared_from_this()](std::error_code ec, std::size_t n) { self->on_written(ec, n); });
   // The socket has taken what it could (Asio writes at once, in this thread); the completion handler cannot
-  // run before this returns, so the tag is ready for the next write.
-  if (!deferred[0].empty()) pending_tag_ = protection_.seal(deferred);
+  // run before this returns, so the large frame's first slice is in its tag before the next slice is written.
+  if (large_head) {
+    const std::array<std::span<const std::byte>, 1> head{
+        std::span<const std::byte>(large_head, frame_header_bytes + data_head_bytes)};
+    protection_.seal_begin(head);
+    seal_large_slice();
+  }
 }
 
 void connection::on_written(std::error_code ec, std::size_t) {
@@ -462,6 +526,8 @@ void connection::on_written(std::error_code ec, std::size_t) {
 // timer closes the stream regardless.
 void connection::refuse(const refusal& r) {
   refused_ = true;
+  // A large frame under way is abandoned: its body belongs to the session, which this connection lets go.
+  large_rest_ = {};
   control_.erase(control_.begin() + static_cast<std::ptrdiff_t>(control_in_write_), control_.end());
   control_.push_back(make_control_frame(frame_type::refuse, handshake::refuse_payload(r)));
   state_ = state::closing;

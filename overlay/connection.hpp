@@ -150,6 +150,12 @@ class connection : public std::enable_shared_from_this<connection> {
     ec = asio::error::operation_not_supported;
     return 0;
   }
+  // One non-blocking write, with no write in flight (asio::error::would_block when the stream takes nothing);
+  // operation_not_supported where the stream has none (then every write goes through stream_write).
+  virtual std::size_t stream_try_write(std::span<const std::byte>, std::error_code& ec) {
+    ec = asio::error::operation_not_supported;
+    return 0;
+  }
 
  private:
   void read_more();
@@ -164,6 +170,9 @@ class connection : public std::enable_shared_from_this<connection> {
   bool on_handshake_frame(frame_view& f);
   bool on_data_frame(frame_view& f);
   void write_more();
+  bool write_large_slices();
+  std::span<const std::byte> next_large_slice();
+  void seal_large_slice();
   void on_written(std::error_code ec, std::size_t n);
   void note_received(std::size_t bytes);
   bool handle_ack(std::uint64_t ack);
@@ -201,8 +210,14 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint64_t last_seq_in_write_ = 0;
   std::vector<std::array<std::byte, frame_header_bytes + data_head_bytes>> heads_;
   std::vector<frame_tag> tags_;  // the data frames' tags of the write in flight
-  // The tag of a large frame written without it (write_more), which the next write begins with, and where
-  // that tag stays while the next write is in flight.
+  // A large data frame is written slice by slice, its tag (when frames are protected) computed over each slice
+  // once that slice's write is on its way (write_more): the body not written yet, the frame's sequence number,
+  // and the slice in the write.
+  std::span<const std::byte> large_rest_;
+  std::uint64_t large_seq_ = 0;
+  std::span<const std::byte> large_slice_;
+  // The tag of a large frame, which the write after its last slice begins with, and where that tag stays
+  // while that write is in flight.
   std::optional<frame_tag> pending_tag_;
   frame_tag tag_in_write_{};
   std::vector<asio::const_buffer> iov_;
@@ -245,6 +260,13 @@ class socket_connection final : public connection {
       if (ec) return 0;
     }
     return socket_.read_some(asio::buffer(into.data(), into.size()), ec);
+  }
+  std::size_t stream_try_write(std::span<const std::byte> from, std::error_code& ec) override {
+    if (!socket_.non_blocking()) {
+      socket_.non_blocking(true, ec);
+      if (ec) return 0;
+    }
+    return socket_.write_some(asio::buffer(from.data(), from.size()), ec);
   }
 
  private:

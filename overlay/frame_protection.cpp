@@ -59,7 +59,8 @@ frame_protection::~frame_protection() {
 frame_protection::frame_protection(frame_protection&& other) noexcept
     : send_(std::exchange(other.send_, {})),
       receive_(std::exchange(other.receive_, {})),
-      opening_(std::exchange(other.opening_, false)) {}
+      opening_(std::exchange(other.opening_, false)),
+      sealing_(std::exchange(other.sealing_, false)) {}
 
 frame_protection& frame_protection::operator=(frame_protection&& other) noexcept {
   if (this != &other) {
@@ -68,6 +69,7 @@ frame_protection& frame_protection::operator=(frame_protection&& other) noexcept
     send_ = std::exchange(other.send_, {});
     receive_ = std::exchange(other.receive_, {});
     opening_ = std::exchange(other.opening_, false);
+    sealing_ = std::exchange(other.sealing_, false);
   }
   return *this;
 }
@@ -101,13 +103,32 @@ frame_tag frame_protection::finish(direction& d) {
   return tag;
 }
 
-frame_tag frame_protection::tag_of(direction& d, frame_pieces pieces) {
+// Begins the next frame of `d` with its first pieces; false when `d` is off (nothing is tagged).
+bool frame_protection::begin_with(direction& d, frame_pieces pieces) {
+  if (!d.gcm) return false;
   begin(d);
   for (const auto& piece : pieces) add(d, piece);
+  return true;
+}
+
+frame_tag frame_protection::tag_of(direction& d, frame_pieces pieces) {
+  begin_with(d, pieces);
   return finish(d);
 }
 
 frame_tag frame_protection::seal(frame_pieces pieces) { return tag_of(send_, pieces); }
+
+void frame_protection::seal_begin(frame_pieces pieces) { sealing_ = begin_with(send_, pieces); }
+
+void frame_protection::seal_more(std::span<const std::byte> piece) {
+  if (sealing_) add(send_, piece);
+}
+
+frame_tag frame_protection::seal_finish() {
+  if (!sealing_) throw std::logic_error("seal_finish without seal_begin");
+  sealing_ = false;
+  return finish(send_);
+}
 
 bool frame_protection::open(frame_pieces pieces, std::span<const std::byte> tag) {
   if (!receive_.gcm) return tag.empty();
@@ -116,12 +137,7 @@ bool frame_protection::open(frame_pieces pieces, std::span<const std::byte> tag)
   return CRYPTO_memcmp(expected.data(), tag.data(), expected.size()) == 0;
 }
 
-void frame_protection::open_begin(frame_pieces pieces) {
-  if (!receive_.gcm) return;
-  begin(receive_);
-  for (const auto& piece : pieces) add(receive_, piece);
-  opening_ = true;
-}
+void frame_protection::open_begin(frame_pieces pieces) { opening_ = begin_with(receive_, pieces); }
 
 void frame_protection::open_more(std::span<const std::byte> piece) {
   if (opening_) add(receive_, piece);

@@ -14,8 +14,9 @@
 // context: the same tags as EVP's AES-256-GCM, without its per-call provider overhead, which in OpenSSL 3.0
 // costs about 160 ns of the 216 a 64-byte frame takes (bench/frame_crypto, "aes256-gmac" and "gcm128-gmac").
 //
-// Contract: no I/O, no clock; one object per connection, used on its I/O context only. seal() and open() must
-// be called once per frame, in the order the frames are written and read. A libcrypto failure, which no peer
+// Contract: no I/O, no clock; one object per connection, used on its I/O context only. seal() (or seal_begin ...
+// seal_finish) and open() (or open_begin ... open_finish) must be called once per frame, in the order the frames
+// are written and read. A libcrypto failure, which no peer
 // can cause, throws std::runtime_error.
 #pragma once
 
@@ -49,6 +50,12 @@ class frame_protection {
 
   // The tag of the next frame this end sends: its pieces (header, payload parts) in order.
   frame_tag seal(frame_pieces pieces);
+  // The same for a frame written in parts (a large body written slice by slice): begin with its first pieces,
+  // add the rest in order as each is written, then finish for its tag. The tag then overlaps the transfer.
+  void seal_begin(frame_pieces pieces);
+  void seal_more(std::span<const std::byte> piece);
+  frame_tag seal_finish();
+  bool is_sealing() const { return sealing_; }
   // Whether `tag` is right for the next frame received. A false answer means the connection cannot go on.
   bool open(frame_pieces pieces, std::span<const std::byte> tag);
   // The same for a frame that arrives in parts (a large body read in place): begin with its first pieces,
@@ -68,6 +75,7 @@ class frame_protection {
     std::uint64_t count = 0;
   };
   static direction keyed(const secret_bytes& key);
+  static bool begin_with(direction& d, frame_pieces pieces);
   static frame_tag tag_of(direction& d, frame_pieces pieces);
   static void begin(direction& d);
   static void add(direction& d, std::span<const std::byte> piece);
@@ -77,6 +85,7 @@ class frame_protection {
   direction send_;
   direction receive_;
   bool opening_ = false;  // between open_begin and open_finish
+  bool sealing_ = false;  // between seal_begin and seal_finish
 };
 
 }  // namespace phoenix::overlay

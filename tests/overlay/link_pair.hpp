@@ -34,6 +34,7 @@ struct pair_options {
   std::uint64_t window_b = overlay::overlay_config{}.link_window_bytes;  // what B accepts unacknowledged
   bool a_ignores_window = false;  // fault injection: A sends beyond the window B announced
   bool tamper = false;            // a tamper_proxy flips a bit of A's 5th data frame (fixtures with can_tamper)
+  overlay::protection_mode protection = overlay::protection_mode::integrity;  // both ends'
 };
 
 struct pair_end {
@@ -89,8 +90,9 @@ class link_pair_base {
 
   explicit link_pair_base(const pair_options& o, overlay::ssh_options ssh = {}) {
     make(a, "a", space + 1, overlay::development_key(), overlay::overlay_config{}.link_window_bytes,
-         o.a_ignores_window, ssh);
-    make(b, "b", space + 2, o.key_b.empty() ? overlay::development_key() : o.key_b, o.window_b, false, ssh);
+         o.a_ignores_window, o.protection, ssh);
+    make(b, "b", space + 2, o.key_b.empty() ? overlay::development_key() : o.key_b, o.window_b, false,
+         o.protection, ssh);
     REQUIRE(a.ov->assume({0, 500}) == base::interval_set::result::ok);
     REQUIRE(b.ov->assume({500, space}) == base::interval_set::result::ok);
   }
@@ -122,7 +124,8 @@ class link_pair_base {
 
  private:
   void make(pair_end& e, const std::string& name, overlay::node_id self, std::vector<std::byte> key,
-            std::uint64_t window, bool ignore_window, const overlay::ssh_options& ssh) {
+            std::uint64_t window, bool ignore_window, overlay::protection_mode protection,
+            const overlay::ssh_options& ssh) {
     overlay::overlay_config c;
     c.name = name;
     c.space_size = space;
@@ -130,6 +133,7 @@ class link_pair_base {
     c.retry_interval = std::chrono::milliseconds(50);
     c.link_window_bytes = window;
     c.fault_ignore_peer_window = ignore_window;
+    c.link_protection = protection;
     c.ssh = ssh;
     auto* raw = &e;
     e.ov = std::make_unique<overlay::overlay>(

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <span>
@@ -13,6 +14,7 @@
 #include "support/log_capture.hpp"
 
 using namespace std::chrono_literals;
+namespace overlay = phoenix::overlay;
 using phoenix::overlay::packet;
 using phoenix::test::local_pair;
 using phoenix::test::log_capture;
@@ -113,6 +115,57 @@ TEST_CASE_TEMPLATE("link conformance: a 16 MiB body arrives intact", Pair, LINK_
   CHECK(std::memcmp(got.body.data(), expected.body.data(), size) == 0);
   CHECK(p.b.received.back().body.size() == numbered(p.vnode_b, 1).body.size());
   CHECK(p.a.view().links_lost == 0);
+}
+
+namespace {
+// Packet i to `dest` with a body that never repeats (numbered()'s repeats every 256 bytes, which would hide
+// slices of a body written in the wrong order).
+packet unrepeated(std::uint64_t dest, std::uint32_t i, std::size_t size) {
+  packet p = numbered(dest, i, size);
+  std::uint64_t x = 0x9e3779b97f4a7c15ull * (i + 1);
+  for (std::size_t k = sizeof i; k < p.body.size(); ++k) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p.body[k] = static_cast<std::byte>(x);
+  }
+  return p;
+}
+}  // namespace
+
+// Bodies of 64 KiB and more are written in slices (overlay/connection.cpp): sizes on both sides of the
+// threshold and of a slice's end, sent both ways at once among small messages, with frames protected and not.
+TEST_CASE_TEMPLATE("link conformance: bodies around the sizes where writing switches to slices arrive intact, in order",
+                   Pair, LINK_TRANSPORTS) {
+  const std::array<std::size_t, 8> sizes{(64u << 10) - 1, 64u << 10, (512u << 10) - 1, 512u << 10,
+                                         (512u << 10) + 1, (1u << 20) + 7, (3u << 20) + 12345, 100};
+  for (const auto mode : {overlay::protection_mode::integrity, overlay::protection_mode::off}) {
+    CAPTURE(overlay::to_string(mode));
+    pair_options o;
+    o.protection = mode;
+    Pair p(o);
+    REQUIRE(p.link_up());
+    std::uint32_t n = 0;
+    for (const std::size_t size : sizes) {
+      p.a.ov->inject(unrepeated(p.vnode_b, n, size));
+      p.b.ov->inject(unrepeated(p.vnode_a, n, size));
+      ++n;
+      p.a.ov->inject(numbered(p.vnode_b, n));
+      p.b.ov->inject(numbered(p.vnode_a, n));
+      ++n;
+    }
+    REQUIRE(p.run_until([&] { return p.a.received.size() >= n && p.b.received.size() >= n; }, 30s));
+    for (pair_end* end : {&p.a, &p.b}) {
+      const std::uint64_t vnode = end == &p.a ? p.vnode_a : p.vnode_b;
+      REQUIRE(end->received.size() == n);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const packet expected = i % 2 == 0 ? unrepeated(vnode, i, sizes[i / 2]) : numbered(vnode, i);
+        const packet& got = end->received[i];
+        REQUIRE(got.body.size() == expected.body.size());
+        CHECK(std::memcmp(got.body.data(), expected.body.data(), got.body.size()) == 0);
+      }
+    }
+    CHECK(p.a.view().links_lost == 0);
+    CHECK(p.b.view().links_lost == 0);
+  }
 }
 
 // B announces a small window; A (whose own window is the default 8 MiB) is given sixteen windows' worth at
