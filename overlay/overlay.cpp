@@ -28,6 +28,8 @@ overlay::overlay(asio::io_context& io, overlay_config config, node_id self, deli
       config_(std::move(config)),
       self_(self),
       deliver_(std::move(deliver)),
+      tcp_(transport_context{io, *this, conn_params_}),
+      ssh_(transport_context{io, *this, conn_params_}, config_.ssh, config_.name),
       table_(self, make_route_params(config_), clock::now()),
       routing_timer_(io),
       hop_retry_timer_(io),
@@ -54,7 +56,7 @@ overlay::~overlay() {
   for (const auto& c : handshaking_) c->stop();
   for (auto& [id, nb] : neighbours_)
     if (nb->conn) nb->conn->stop();
-  for (auto& [key, s] : ssh_sessions_) s->close();
+  ssh_.close();
   if (listener_) listener_->close();
   routing_timer_.cancel();
   hop_retry_timer_.cancel();

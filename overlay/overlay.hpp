@@ -37,6 +37,7 @@
 #include "overlay/packet.hpp"
 #include "overlay/route_table.hpp"
 #include "overlay/ssh_session.hpp"
+#include "overlay/transport.hpp"
 
 namespace phoenix::overlay {
 
@@ -225,13 +226,11 @@ class overlay final : public connection_owner {
 
   bool refuses_address(const address& a, std::string* error) const;  // loopback_only and not loopback
   void dial(dialer& d);
-  void dial_ssh(dialer& d);
-  std::shared_ptr<ssh_session> ssh_session_for(const address& a);
+  transport& transport_for(address::scheme_t scheme);
   void schedule_redial(dialer& d, unsigned intervals = 1);
   void log_link_failure(const std::string& endpoint, bool refused, unsigned failures, const std::string& reason,
                         base::log_budget& refusals);
   dialer* dialer_of(const connection& c);
-  std::shared_ptr<connection> make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s);
   void start_connection(std::shared_ptr<connection> c);
   void end_handshake(const std::shared_ptr<connection>& c);
   void arm_memory_trim();
@@ -253,7 +252,8 @@ class overlay final : public connection_owner {
   std::unique_ptr<listener> listener_;
   std::vector<std::unique_ptr<dialer>> dialers_;
   std::set<std::shared_ptr<connection>> handshaking_;
-  std::map<std::string, std::shared_ptr<ssh_session>> ssh_sessions_;  // by user@gateway:port, shared by links
+  tcp_transport tcp_;
+  ssh_transport ssh_;
   std::unordered_map<node_id, std::unique_ptr<neighbour>> neighbours_;
   node_id last_data_from_ = 0;            // the neighbour whose link brought the last data frame
   std::shared_ptr<connection> direct_;    // its connection, while read directly

@@ -1,11 +1,10 @@
-// overlay_dialing.cpp — the overlay's endpoints: the port it listens on, and the peers it dials and redials, over
-// TCP or through SSH gateways (overlay.hpp).
+// overlay_dialing.cpp — the overlay's endpoints: the port it listens on, and the peers it dials and redials
+// through the transport of each address's scheme (overlay.hpp, transport.hpp).
 #include "overlay/overlay.hpp"
 
 #include <algorithm>
 
 #include "overlay/log.hpp"
-#include "overlay/ssh_connection.hpp"
 
 namespace phoenix::overlay {
 
@@ -31,7 +30,7 @@ std::error_code overlay::listen(const std::string& text, std::string& bound, std
   auto l = std::make_unique<listener>(io_, config_.name, config_.admission,
                                       [this](asio::ip::tcp::socket s, std::string remote) {
                                         if (shutting_down_) return listener_->handshake_ended(remote);
-                                        start_connection(make_connection(false, std::move(remote), std::move(s)));
+                                        start_connection(tcp_.make_connection(false, std::move(remote), std::move(s)));
                                       });
   asio::ip::tcp::endpoint local;
   std::string why;
@@ -73,12 +72,6 @@ bool overlay::refuses_address(const address& a, std::string* error) const {
   return true;
 }
 
-std::shared_ptr<connection> overlay::make_connection(bool outbound, std::string remote, asio::ip::tcp::socket s) {
-  std::error_code ignored;
-  s.set_option(asio::ip::tcp::no_delay(true), ignored);
-  return std::make_shared<tcp_connection>(*this, conn_params_, outbound, std::move(remote), std::move(s));
-}
-
 void overlay::dial(dialer& d) {
   if (shutting_down_) return;
   // A neighbour already reached by another connection needs no second one; look again later.
@@ -89,57 +82,27 @@ void overlay::dial(dialer& d) {
       return;
     }
   }
-  if (d.target.scheme == address::scheme_t::ssh) return dial_ssh(d);
-  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
-  resolver->async_resolve(
-      d.target.host, std::to_string(d.target.port),
-      [this, &d, resolver](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
-        if (shutting_down_ || ec == asio::error::operation_aborted) return;
-        if (ec) {
-          logger()->log(d.failures++ ? spdlog::level::debug : spdlog::level::info, "{}: cannot resolve {}: {}",
-                        config_.name, d.text, ec.message());
-          schedule_redial(d);
-          return;
-        }
-        auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
-        asio::async_connect(*socket, results, [this, &d, socket](std::error_code cec, const asio::ip::tcp::endpoint&) {
-          if (shutting_down_ || cec == asio::error::operation_aborted) return;
-          if (cec) {
-            // Unreachable endpoints are normal (NAT, firewalls, a peer not started yet): retry quietly.
-            logger()->log(d.failures++ ? spdlog::level::debug : spdlog::level::info, "{}: cannot connect to {}: {}",
-                          config_.name, d.text, cec.message());
-            schedule_redial(d);
-            return;
-          }
-          d.conn = make_connection(true, d.text, std::move(*socket));
-          start_connection(d.conn);
-        });
-      });
-}
-
-// Through a gateway: a direct-tcpip channel of the SSH session to it, shared with every other link through the
-// same gateway and user. A failed session is replaced at the next dial.
-void overlay::dial_ssh(dialer& d) {
-  ssh_session_for(d.target)->open_channel(
-      d.target.host, d.target.port, [this, &d](std::shared_ptr<ssh_channel> channel, const ssh_failure& f) {
+  transport_for(d.target.scheme)
+      .dial(d.target, d.text, [this, &d](std::shared_ptr<connection> c, const dial_failure& f) {
         if (shutting_down_) {
-          if (channel) channel->close();
+          if (c) c->stop();
           return;
         }
-        if (!channel) {
+        if (!c) {
+          // Unreachable endpoints are normal (NAT, firewalls, a peer not started yet): retry, quietly after the
+          // first failure. A refusal is a configuration problem that retrying soon will not fix: back off.
           log_link_failure(d.text, f.refused, d.failures++, f.text, d.refusal_log);
           schedule_redial(d, f.refused ? 10 : 1);
           return;
         }
-        d.conn = std::make_shared<ssh_connection>(*this, conn_params_, d.text, std::move(channel));
+        d.conn = std::move(c);
         start_connection(d.conn);
       });
 }
 
-std::shared_ptr<ssh_session> overlay::ssh_session_for(const address& a) {
-  auto& s = ssh_sessions_[ssh_session::session_key(a)];
-  if (!s || s->has_failed()) s = std::make_shared<ssh_session>(io_, a, config_.ssh, config_.name);
-  return s;
+transport& overlay::transport_for(address::scheme_t scheme) {
+  if (scheme == address::scheme_t::ssh) return ssh_;
+  return tcp_;
 }
 
 void overlay::schedule_redial(dialer& d, unsigned intervals) {
