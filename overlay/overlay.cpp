@@ -88,6 +88,16 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
     d->peer = peer;
     d->failures = 0;
   }
+  if (!neighbours_.contains(peer) && !make_room_for_neighbour()) {
+    ++neighbours_refused_;
+    const bool warn = neighbour_limit_log_.pass(clock::now()).has_value();
+    logger()->log(warn ? spdlog::level::warn : spdlog::level::debug,
+                  "{}: a link from {} ({}) via {} closed: {} neighbour records kept (max_neighbours), none unused",
+                  config_.name, c->peer_name(), peer, c->remote(), neighbours_.size());
+    c->stop();
+    if (auto* d = dialer_of(*c)) schedule_redial(*d, 10);
+    return;
+  }
   auto& slot = neighbours_[peer];
   if (!slot) slot = std::make_unique<neighbour>(config_.link_window_bytes);
   neighbour& nb = *slot;
@@ -133,6 +143,38 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   c->send_pending();  // resend what the peer did not acknowledge, before anything new
   if (saying_goodbye_) c->send_goodbye();  // the final ack, which the peer may have missed on a broken link
   routing_changed();
+}
+
+// A record whose link is down and whose session never carried a data packet either way holds nothing of the
+// peer's or for it: forgetting it is the same as keeping it, since both ends' sessions then start from the
+// first sequence number (a packet the peer sent that never arrived is resent from 1, which a new session
+// expects). Records that carried data stay: forgetting one would break its session's numbering.
+bool overlay::is_unused(const neighbour& nb) {
+  return !nb.conn && nb.session.highest_sent() == 0 && nb.session.received() == 0 && nb.session.is_idle() &&
+         nb.waiting_bytes == 0;
+}
+
+// A link from a new resource name at max_neighbours: forget the unused record down the longest, if any.
+bool overlay::make_room_for_neighbour() {
+  if (neighbours_.size() < config_.max_neighbours) return true;
+  auto oldest = neighbours_.end();
+  for (auto it = neighbours_.begin(); it != neighbours_.end(); ++it) {
+    if (is_unused(*it->second) && (oldest == neighbours_.end() || it->second->down_since < oldest->second->down_since))
+      oldest = it;
+  }
+  if (oldest == neighbours_.end()) return false;
+  neighbours_.erase(oldest);
+  ++neighbours_forgotten_;
+  return true;
+}
+
+void overlay::forget_unused_neighbours(clock::time_point now) {
+  std::erase_if(neighbours_, [&](const auto& entry) {
+    const neighbour& nb = *entry.second;
+    const bool expired = is_unused(nb) && now - nb.down_since >= config_.neighbour_expiry;
+    if (expired) ++neighbours_forgotten_;
+    return expired;
+  });
 }
 
 void overlay::refuse_displacement(const std::shared_ptr<connection>& c, const neighbour& nb) {
@@ -335,6 +377,7 @@ void overlay::arm_routing_timer() {
 void overlay::on_routing_timer() {
   const auto now = clock::now();
   table_.expire(now);  // before collecting: expiry may change what gets advertised
+  forget_unused_neighbours(now);
   if (table_.full_dump_due(now)) send_update(table_.full_dump(now));
   routing_changed();
 }
@@ -399,6 +442,9 @@ overlay_view overlay::view() const {
   }
   v.links_lost = links_lost_;
   v.frames_rejected = frames_rejected_;
+  v.neighbour_records = neighbours_.size();
+  v.neighbours_forgotten = neighbours_forgotten_;
+  v.neighbours_refused = neighbours_refused_;
   v.out_of_hops = out_of_hops_;
   v.routing_ignored = table_.input_stats();
   if (listener_) {

@@ -64,6 +64,11 @@ struct overlay_config {
   std::chrono::milliseconds hop_retry{100};
   ssh_options ssh;  // ssh:// links: identity, known_hosts, host key policy, keepalives
   admission_limits admission;  // accepted connections: handshakes in progress, accept() backoff
+  // A record per resource name this node linked with (its link session, about 2 KB). One whose link is down
+  // and that never carried a data packet either way is forgotten after neighbour_expiry; at max_neighbours a
+  // link from a new name first makes room by forgetting such a record, and is closed if there is none.
+  std::size_t max_neighbours = 4096;
+  std::chrono::milliseconds neighbour_expiry{60000};
 };
 
 // What introspection returns (the shell's `routes` and `links`).
@@ -92,6 +97,9 @@ struct overlay_view {
   route_input_stats routing_ignored;  // routing input the table ignored, by reason (route_input.cpp)
   std::uint64_t accept_failures = 0;     // accept() calls that failed (descriptors or memory ran out)
   std::uint64_t handshakes_refused = 0;  // accepted connections closed at once: over a handshake cap
+  std::uint64_t neighbour_records = 0;     // resource names this node keeps a link session for
+  std::uint64_t neighbours_forgotten = 0;  // records of unused neighbours forgotten (expired, or to make room)
+  std::uint64_t neighbours_refused = 0;    // links from new names closed with max_neighbours records kept
 };
 
 class overlay final : public connection_owner {
@@ -235,6 +243,9 @@ class overlay final : public connection_owner {
   void end_handshake(const std::shared_ptr<connection>& c);
   void arm_memory_trim();
   bool keeps_existing(const connection& existing, const connection& incoming) const;
+  static bool is_unused(const neighbour& nb);
+  bool make_room_for_neighbour();
+  void forget_unused_neighbours(std::chrono::steady_clock::time_point now);
   void refuse_displacement(const std::shared_ptr<connection>& c, const neighbour& nb);
   void drop(connection& c, const std::string& reason);
 
@@ -270,6 +281,8 @@ class overlay final : public connection_owner {
   std::unordered_map<std::uint64_t, std::uint32_t> waiting_dests_;  // destinations in waiting_, with counts
   std::uint64_t links_lost_ = 0;
   std::uint64_t frames_rejected_ = 0;
+  std::uint64_t neighbours_forgotten_ = 0;
+  std::uint64_t neighbours_refused_ = 0;
   std::uint64_t out_of_hops_ = 0;
   std::uint64_t routing_bytes_sent_ = 0;
   std::atomic<std::uint64_t> held_bytes_{0};
@@ -277,6 +290,7 @@ class overlay final : public connection_owner {
   // for all of them) and connections that claimed a working link without proving they continue it.
   base::log_budget inbound_refusal_log_{std::chrono::minutes(1), 5};
   base::log_budget displacement_log_{std::chrono::minutes(1)};
+  base::log_budget neighbour_limit_log_{std::chrono::minutes(1)};
   bool leaving_ = false;         // begin_shutdown: neighbours are told; links still accepted and redialled
   bool saying_goodbye_ = false;  // say_goodbye: every link that comes up hears goodbye at once
   std::chrono::steady_clock::time_point goodbye_since_{};  // when say_goodbye was called

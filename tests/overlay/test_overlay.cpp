@@ -263,3 +263,106 @@ TEST_CASE("overlay: a leaver counts a neighbour's silence from its goodbye, not 
   // Exactly once: received by the leaver, or back to wait here -- not held for the leaver on a dead link.
   CHECK(net.inbox(1).size() + net.at(0).view().waiting_messages == 1);
 }
+
+namespace {
+
+// A hub and a stream of visitors, each its own resource name, linked to the hub in-process one at a time: what
+// a key holder that makes up names does. The hub sweeps its neighbour records on its routing timer.
+struct hub_and_visitors {
+  asio::io_context io;
+  std::deque<packet> hub_inbox;
+  std::unique_ptr<overlay> hub;
+  std::vector<std::unique_ptr<overlay>> visitors;
+
+  hub_and_visitors(std::size_t max_neighbours, std::chrono::milliseconds expiry) {
+    overlay_config c;
+    c.name = "hub";
+    c.space_size = L;
+    c.cluster_key = development_key();
+    c.max_neighbours = max_neighbours;
+    c.neighbour_expiry = expiry;
+    c.full_dump_interval = 50ms;  // the routing timer, which forgets expired records, runs at least this often
+    hub = std::make_unique<overlay>(io, c, L + 1, [this](packet&& p) { hub_inbox.push_back(std::move(p)); });
+    REQUIRE(hub->assume({0, 10}) == base::interval_set::result::ok);
+  }
+  // A new visitor linked to the hub; with `data`, it sends the hub one packet, which arrives.
+  overlay& visit(bool data) {
+    overlay_config c;
+    c.name = "v" + std::to_string(visitors.size());
+    c.space_size = L;
+    c.cluster_key = development_key();
+    visitors.push_back(std::make_unique<overlay>(io, c, L + 2 + visitors.size(), [](packet&&) {}));
+    overlay& v = *visitors.back();
+    hub->connect_local(v);
+    REQUIRE(run_until([&] { return v.owner_of(5) == hub->self(); }));
+    if (data) {
+      const std::size_t before = hub_inbox.size();
+      v.inject(make_packet(5, 64));
+      REQUIRE(run_until([&] { return hub_inbox.size() == before + 1; }));
+    }
+    return v;
+  }
+  bool linked(const overlay& v) const {
+    for (const auto& l : hub->view().links)
+      if (l.peer == v.self() && l.state == "up") return true;
+    return false;
+  }
+  // The visitor goes away: its link goes down at the hub.
+  void leave(overlay& v) {
+    const node_id id = v.self();
+    for (auto& p : visitors)
+      if (p.get() == &v) p.reset();
+    REQUIRE(run_until([&] {
+      for (const auto& l : hub->view().links)
+        if (l.peer == id && l.state == "up") return false;
+      return true;
+    }));
+  }
+  bool run_until(const std::function<bool()>& cond, std::chrono::milliseconds limit = 5s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!cond() && std::chrono::steady_clock::now() < deadline) io.run_for(2ms);
+    return cond();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("overlay: a neighbour record that never carried data is forgotten once its link is down past the expiry, and one that did is kept") {
+  hub_and_visitors net(100, 200ms);
+  overlay& silent = net.visit(false);
+  overlay& talker = net.visit(true);
+  CHECK(net.hub->view().neighbour_records == 2);
+  net.leave(silent);
+  net.leave(talker);
+  CHECK(net.hub->view().neighbour_records == 2);  // not before the expiry
+  REQUIRE(net.run_until([&] { return net.hub->view().neighbours_forgotten == 1; }));
+  net.io.run_for(400ms);  // well past the expiry: the talker's record stays
+  CHECK(net.hub->view().neighbour_records == 1);
+  CHECK(net.hub->view().neighbours_forgotten == 1);
+}
+
+TEST_CASE("overlay: at max_neighbours a new name's link replaces an unused record, and is closed when none is unused") {
+  hub_and_visitors net(2, std::chrono::hours(1));  // nothing expires: only room-making forgets
+  overlay& silent = net.visit(false);
+  overlay& talker = net.visit(true);
+  net.leave(silent);
+  net.leave(talker);
+  overlay& third = net.visit(false);  // takes the silent one's place
+  CHECK(net.linked(third));
+  CHECK(net.hub->view().neighbours_forgotten == 1);
+  CHECK(net.hub->view().neighbour_records == 2);
+  // Now the records are the talker's (down, carried data) and the third's (up): a fourth name is closed.
+  net.visitors.push_back(nullptr);
+  overlay_config c;
+  c.name = "v4";
+  c.space_size = L;
+  c.cluster_key = development_key();
+  net.visitors.back() = std::make_unique<overlay>(net.io, c, L + 50, [](packet&&) {});
+  overlay& fourth = *net.visitors.back();
+  net.hub->connect_local(fourth);
+  REQUIRE(net.run_until([&] { return net.hub->view().neighbours_refused >= 1; }));
+  net.io.run_for(100ms);
+  CHECK_FALSE(net.linked(fourth));
+  CHECK(net.hub->view().neighbour_records == 2);
+  CHECK(net.linked(third));  // the working link is untouched
+}
