@@ -154,12 +154,18 @@ bool overlay::is_unused(const neighbour& nb) {
          nb.waiting_bytes == 0;
 }
 
-// A link from a new resource name at max_neighbours: forget the unused record down the longest, if any.
+// A link from a new resource name at max_neighbours: forget the unused record down the longest, if it has been
+// down for ten redial intervals at least (up to neighbour_expiry). A neighbour whose link blips comes back
+// before that and finds its record, so a key holder's made-up names cannot take the place of a working
+// neighbour's between two of its dials.
 bool overlay::make_room_for_neighbour() {
   if (neighbours_.size() < config_.max_neighbours) return true;
+  const auto settled = clock::now() - std::min<clock::duration>(config_.neighbour_expiry, 10 * config_.retry_interval);
   auto oldest = neighbours_.end();
   for (auto it = neighbours_.begin(); it != neighbours_.end(); ++it) {
-    if (is_unused(*it->second) && (oldest == neighbours_.end() || it->second->down_since < oldest->second->down_since))
+    const neighbour& nb = *it->second;
+    if (is_unused(nb) && nb.down_since <= settled &&
+        (oldest == neighbours_.end() || nb.down_since < oldest->second->down_since))
       oldest = it;
   }
   if (oldest == neighbours_.end()) return false;

@@ -49,6 +49,10 @@ void overlay::say_goodbye() {
 // nothing about the neighbour, and a link cut just before such a stall came back as soon as both ran again.
 bool overlay::is_farewelled(clock::duration presumed_crashed_after) const {
   const auto now = clock::now();
+  // A forgotten neighbour record (forget_unused_neighbours) was down long before: kept, it would be waited for
+  // until presumed_crashed_after from the goodbye, since the neighbour may hold a packet for this node that
+  // never arrived. Forgotten ones are waited for the same.
+  if (neighbours_forgotten_ > 0 && now - goodbye_since_ < presumed_crashed_after) return false;
   for (const auto& [id, nb] : neighbours_) {
     // While a connection exists (up, in its handshake or closing), the neighbour may still answer; once it is
     // gone, on_connection_down has set down_since.
