@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <phoenix/bytes.hpp>
 #include <thread>
@@ -84,25 +85,32 @@ TEST_CASE("a pooled body starts where it sits on the wire, behind its heads, and
   CHECK(page_offset(body) == phoenix::base::pool_data_lead_bytes);
   const Bytes huge(4 << 20);
   CHECK(page_offset(huge) == 0);
-  // Every byte can be written: the mapping covers the lead too (without it the last bytes would fault).
-  Bytes full(1 << 20);
+  // Every byte can be written: the mapping covers the lead too (without it the last bytes would fault, or run
+  // into the next block). Two live blocks filled with different bytes keep them.
+  Bytes full(1 << 20), next(1 << 20);
   std::fill(full.begin(), full.end(), std::byte{3});
-  CHECK(full.back() == std::byte{3});
+  std::fill(next.begin(), next.end(), std::byte{5});
+  CHECK(std::all_of(full.begin(), full.end(), [](std::byte b) { return b == std::byte{3}; }));
+  CHECK(std::all_of(next.begin(), next.end(), [](std::byte b) { return b == std::byte{5}; }));
 }
 
 TEST_CASE("threads allocating and freeing at once leave a consistent cache") {
   pool_reset reset;
   std::vector<std::thread> threads;
+  std::atomic<int> overwritten{0};  // blocks whose bytes changed while their thread held them: handed out twice
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([t] {
+    threads.emplace_back([t, &overwritten] {
+      const auto mine = static_cast<std::byte>(t + 1);
       for (int i = 0; i < 200; ++i) {
         Bytes b(static_cast<std::size_t>(64 << 10) << ((i + t) % 6));
-        b.front() = std::byte{1};
-        b.back() = std::byte{2};
+        std::fill(b.begin(), b.end(), mine);
+        std::this_thread::yield();
+        if (!std::all_of(b.begin(), b.end(), [mine](std::byte x) { return x == mine; })) ++overwritten;
       }
     });
   }
   for (auto& th : threads) th.join();
+  CHECK(overwritten == 0);
   CHECK(phoenix::buffer_pool_cached_bytes() <= (64u << 20));
   CHECK(phoenix::buffer_pool_cached_bytes() > 0);
 }

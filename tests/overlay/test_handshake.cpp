@@ -606,6 +606,21 @@ TEST_CASE("handshake: the continuity proof verifies only with the session's secr
   CHECK_FALSE(a.proves_continuity(secret));
 }
 
+TEST_CASE("handshake: a continuity proof altered in any one byte does not verify") {
+  secret_bytes secret{};
+  secret.fill(7);
+  for (std::size_t i = 0; i < mac_size_bytes; ++i) {
+    CAPTURE(i);
+    handshake a(key_a, space, rn_a, "alpha", dialler, integrity);
+    handshake b(key_a, space, rn_b, "beta", acceptor, integrity);
+    REQUIRE(exchange_hellos(a, b));
+    auto auth = a.auth_payload(0, secret);
+    auth[mac_size_bytes + 8 + i] ^= std::byte{0x01};  // the proof, behind the MAC and the resume ack
+    // Either the AUTH is refused, or it is accepted and proves nothing.
+    if (!b.on_auth(auth).has_value()) CHECK_FALSE(b.proves_continuity(secret));
+  }
+}
+
 TEST_CASE("handshake: AUTH payload is the MAC over the documented fields, resume_ack and the proof") {
   handshake a(key_a, space, rn_a, "alpha", dialler, integrity, nonce_of(1));
   handshake b(key_a, space, rn_b, "beta", acceptor, protection_mode::off, nonce_of(2));
@@ -903,9 +918,12 @@ TEST_CASE("handshake: cluster_key file too large is refused") {
   CHECK(load_cluster_key(dir.write("max", std::string(max_cluster_key_file_bytes, 'k'))).is_ok());
 }
 
-TEST_CASE("handshake: development_key is fixed and long enough") {
-  CHECK(development_key() == development_key());
-  CHECK(development_key().size() >= min_cluster_key_bytes);
+TEST_CASE("handshake: development_key is the documented public text, long enough") {
+  // Fixed across builds and versions: nodes of different builds without a configured key must still link.
+  const std::string_view documented = "phoenix-development-cluster-key-INSECURE-do-not-use-in-production";
+  const auto key = development_key();
+  CHECK(std::string(reinterpret_cast<const char*>(key.data()), key.size()) == documented);
+  CHECK(key.size() >= min_cluster_key_bytes);
 }
 
 TEST_CASE("handshake: two nodes loading the same key file complete the handshake") {

@@ -79,6 +79,33 @@ TEST_CASE("link_session: receiver accepts the next number, drops duplicates, rep
   CHECK(r.received() == 2);
 }
 
+TEST_CASE("link_session: the ack to send is the last number received in order, and it frees exactly those") {
+  link_session a(1 << 20), b(1 << 20);
+  for (int i = 0; i < 5; ++i) a.enqueue(make_packet(static_cast<std::uint64_t>(i)));
+  const auto seqs = send_all(a);
+  REQUIRE(seqs.size() == 5);
+  a.mark_written(seqs.back());
+  CHECK(b.ack_to_send() == 0);
+  CHECK_FALSE(b.ack_owed());
+  for (std::size_t i = 0; i < 3; ++i) REQUIRE(b.on_receive(seqs[i]) == link_session::receipt::accept);
+  CHECK(b.ack_to_send() == seqs[2]);  // the third packet's number: not one more
+  CHECK(b.ack_owed());
+  const auto freed = a.on_ack(b.ack_to_send());
+  REQUIRE(freed.has_value());
+  CHECK(*freed == 3 * make_packet(0).footprint());
+  CHECK(a.unacked_count() == 2);
+  b.note_ack_sent(b.ack_to_send());
+  CHECK_FALSE(b.ack_owed());
+  // Held back (overlay::hold), the ack stays at the last one sent while more arrives.
+  b.hold_acks(true);
+  REQUIRE(b.on_receive(seqs[3]) == link_session::receipt::accept);
+  CHECK(b.ack_to_send() == seqs[2]);
+  CHECK_FALSE(b.ack_owed());
+  b.hold_acks(false);
+  CHECK(b.ack_to_send() == seqs[3]);
+  CHECK(b.ack_owed());
+}
+
 namespace {
 
 // A model of the link: packets in flight on a connection are lost when it breaks, and sometimes the ack too.

@@ -40,9 +40,8 @@ struct shard {
 }  // namespace
 
 TEST_CASE("dataspace: tags are placed by a hash every process agrees on, spread over the whole space") {
-  CHECK(vnode_of("a", L) == vnode_of("a", L));
-  CHECK(vnode_of("a", L) < L);
   // Fixed by XXH64 (seed 0) alone: these values may never change, or processes of two versions would disagree.
+  CHECK(vnode_of("a", L) == 0xD24EC4F1A98C6E5Bull % L);
   CHECK(vnode_of("", 1ull << 63) == (0xEF46DB3751D8E999ull % (1ull << 63)));
   std::vector<int> buckets(8);
   for (int i = 0; i < 8000; ++i) ++buckets[vnode_of("tag" + std::to_string(i), 8)];
