@@ -290,6 +290,27 @@ TEST_CASE(
   CHECK(a.last_outcome() == outcome::failed);
 }
 
+// Line 42, "if I = S": the interval the locker saw (lock_you_first carried it) must still be the granter's when
+// lock2 arrives; had it given part of it away meanwhile, granting would let the locker plan on what is gone. The
+// upper end is the one to change here, so a comparison of the lower ends alone grants wrongly.
+TEST_CASE("migration: lock2 is refused when the granter's interval changed since its lock_you_first (line 42)") {
+  for (const bool changed : {false, true}) {
+    CAPTURE(changed);
+    sim s(30, {{0, 10}, {10, 20}, {20, 30}}, 5);
+    lock_protocol& a = *s.nodes[0];  // the smaller name: it locks itself first
+    lock_protocol& b = *s.nodes[1];
+    const effects first = b.on_message(message{kind::query, a.self(), {}, 0, {}});
+    REQUIRE(first.size() == 1);
+    REQUIRE(first[0].m.what == kind::lock_you_first);
+    REQUIRE(first[0].m.span == interval{10, 20});
+    if (changed) b.set_interval(interval{10, 15});  // b gave [15, 20) away in between
+    const effects second = b.on_message(message{kind::lock2, a.self(), interval{10, 20}, 0, {}});
+    REQUIRE(second.size() == 1);
+    CHECK(second[0].m.what == (changed ? kind::fail2 : kind::ok2));
+    CHECK(b.locked() == !changed);
+  }
+}
+
 TEST_CASE("migration: cleanup frees the granted lock and leaves the granter's own attempt alone (line 64)") {
   sim s(20, {{0, 10}, {10, 20}}, 4);
   lock_protocol& small = *s.nodes[0];
