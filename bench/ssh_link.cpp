@@ -1,5 +1,6 @@
 // bench/ssh_link.cpp — ssh_link_bench: a phoenix link through an SSH gateway beside OpenSSH's own port
-// forwarding to the same sshd, plain TCP and a phoenix TCP link, all in one invocation.
+// forwarding to the same sshd, plain TCP and a phoenix TCP link, all in one invocation. Over 600 lines as one
+// file: one program whose four paths share the sshd, the driver and the table they are compared in.
 //
 // A private sshd on 127.0.0.1 (tests/support/sshd.hpp: own host key, authorized_keys and client key in a temp
 // dir, ended by PID). Four paths, each measured by a driver process against a server process:

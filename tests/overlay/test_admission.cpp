@@ -1,6 +1,9 @@
 // The pure parts of the accept path (overlay/admission.hpp): backoff, handshake caps, log gate.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <vector>
+
 #include "overlay/admission.hpp"
 
 using namespace phoenix::overlay;

@@ -1,4 +1,5 @@
 // Tests of overlay/route_table: unit tests of each rule, then whole networks in tests/overlay/route_sim.hpp.
+// Over 600 lines as one file: every case is one rule of one table, read best beside the others.
 #include <doctest/doctest.h>
 
 #include <algorithm>

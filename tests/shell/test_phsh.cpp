@@ -5,6 +5,7 @@
 // history, watch ended by a key, a bad command's one error line, quit --stop); and spawn --host through a
 // private OpenSSH server on 127.0.0.1 (tests/support/sshd.hpp). Every wait is bounded; phsh and everything it
 // started (its session: phsh is made a session leader) is killed by PID at the end, whatever happened.
+// Over 600 lines as one file: the cases share the fixtures that start phsh and its nodes and end them by PID.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <poll.h>
