@@ -1,7 +1,6 @@
 // The sequential ray tracer (apps/raytrace): scene files, tile rendering that is independent of the tiling, PNG
 // output.
 #include <doctest/doctest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include "apps/raytrace/png_image.hpp"
 #include "apps/raytrace/render.hpp"
 #include "apps/raytrace/scene.hpp"
+#include "support/temp_dir.hpp"
 
 namespace rt = phoenix::raytrace;
 
@@ -21,26 +21,6 @@ namespace {
 
 const std::filesystem::path small_scene_file =
     std::filesystem::path(PHOENIX_SOURCE_DIR) / "apps/raytrace/scenes/small.scene";
-
-// A directory of its own under /tmp, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "phoenix-raytrace-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // The SceneError that parsing `text` throws (as "test.scene"), or a failed check.
 rt::SceneError parse_error(const std::string& text) {
@@ -231,7 +211,7 @@ TEST_CASE("render_tile rejects tiles outside the image and buffers of the wrong 
 }
 
 TEST_CASE("write_png and read_png round-trip the pixels") {
-  TempDir dir;
+  phoenix::test::temp_dir dir;
   const rt::Scene scene = rt::load_scene(small_scene_file);
   const std::vector<std::uint8_t> image = rt::render_image(scene);
   rt::write_png(dir / "small.png", scene.width, scene.height, image.data());
@@ -248,7 +228,7 @@ TEST_CASE("write_png and read_png round-trip the pixels") {
 }
 
 TEST_CASE("PNG errors are clear") {
-  TempDir dir;
+  phoenix::test::temp_dir dir;
   const std::uint8_t pixel[3] = {1, 2, 3};
   CHECK_THROWS_AS(rt::write_png(dir / "missing/dir/x.png", 1, 1, pixel), std::system_error);
   CHECK_THROWS_AS(rt::write_png(dir / "x.png", 0, 1, pixel), std::invalid_argument);

@@ -1,18 +1,17 @@
 // Tests of overlay/cluster_key.hpp: loading the cluster key file (errors that name the fix), the public
 // development key, and two nodes that load one file completing a handshake.
 #include <doctest/doctest.h>
-#include <stdlib.h>
-#include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <string_view>
 
 #include "overlay/cluster_key.hpp"
 #include "overlay/handshake.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace phoenix::overlay;
+using phoenix::test::temp_dir;
 
 namespace {
 
@@ -23,36 +22,6 @@ bool mentions(const std::string& haystack, std::string_view needle) {
 }  // namespace
 
 namespace {
-
-// A private temporary directory, removed with everything in it.
-class temp_dir {
- public:
-  temp_dir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "phoenix-key-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  std::filesystem::path write(const std::string& name, std::string_view content, mode_t mode = 0600) const {
-    const auto file = path_ / name;
-    {
-      std::ofstream out(file, std::ios::binary);
-      out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    }
-    REQUIRE(::chmod(file.c_str(), mode) == 0);  // explicit: the umask must not decide the test
-    return file;
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 constexpr std::string_view key44 = "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq83=";
 

@@ -2,13 +2,17 @@
 // the environment keeps it (and says where) for a look at the nodes' logs.
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "phoenix/launch/key_file.hpp"
 
@@ -34,6 +38,17 @@ class temp_dir {
   temp_dir& operator=(const temp_dir&) = delete;
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+  // A file `name` holding `content`, with exactly `mode` (the umask does not decide it).
+  std::filesystem::path write(const std::string& name, std::string_view content, mode_t mode = 0600) const {
+    const auto file = path_ / name;
+    {
+      std::ofstream out(file, std::ios::binary);
+      out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    }
+    if (::chmod(file.c_str(), mode) != 0) throw std::runtime_error("chmod failed on " + file.string());
+    return file;
+  }
 
   // A fresh random cluster key, mode 600.
   std::string make_key(const std::string& name = "cluster.key") const {
