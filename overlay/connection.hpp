@@ -66,7 +66,9 @@ struct connection_params {
   std::string name;
   std::uint32_t max_payload = 0;         // after authentication
   std::uint64_t ack_every_bytes = 1 << 20;  // send an ack frame after this many unacknowledged bytes
-  std::chrono::microseconds ack_delay{500};  // otherwise at most this late
+  // Otherwise at most this late. Not shorter: the timer is armed again behind every burst of traffic, and on a
+  // virtual machine arming and firing a short timer costs microseconds each (docs/overlay.md, "Reliable links").
+  std::chrono::microseconds ack_delay{4000};
   std::chrono::milliseconds handshake_timeout{5000};  // one round trip; short, since it holds a cap slot
   std::uint64_t window_bytes = 8ull << 20;  // announced: what this node accepts unacknowledged
   bool ignore_peer_window = false;          // fault injection (tests): send beyond the window the peer announced

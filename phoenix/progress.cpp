@@ -83,7 +83,9 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       }
       // While handlers keep running (a large message streaming in, the peer draining what we sent), keep
       // spinning: blocking would make every next chunk pay for a wake-up.
-      if (ran > 0) spin_until = std::min(now + busy_spin_time, started + busy_spin_limit);
+      // Counted from when the handlers finished: one batch can take longer than busy_spin_time (a large body
+      // written in slices by a write completion), and counting from before it would end the spin at once.
+      if (ran > 0) spin_until = std::min(clock::now() + busy_spin_time, started + busy_spin_limit);
     } else {
       if (direct) {
         direct_.end();  // blocking: the event loop must read every link again
