@@ -27,8 +27,8 @@ void progress_engine::acquire() {
   app_wanting_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-void progress_engine::release() {
-  app_left_at_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+void progress_engine::release(clock::time_point now) {
+  app_left_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
   token_.unlock();
 }
 
@@ -39,6 +39,8 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
   const bool spin = !ok && deadline > started && should_spin();
   auto spin_until = spin ? started + spin_time : started;
   bool direct = spin && direct_.begin && direct_.begin();
+  if (direct_open_ && !direct) direct_.end();  // the event loop is about to run: it reads every link again
+  direct_open_ = false;
   unsigned looks = 0;
   // Even a deadline already passed (try_recv, poll) gives the network one non-blocking turn: an application that
   // only ever polls between pieces of work keeps the background thread away (linger_time), so without this turn
@@ -54,6 +56,7 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       continue;
     }
     turned = true;
+    bool busy = false;  // handlers ran: traffic is flowing
     if (app_wanting_.load(std::memory_order_relaxed) > 0) {
       // Another application thread wants the token (say, to send): let it in, then carry on.
       release();
@@ -81,11 +84,7 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
         ran = turn.ran;
         if (ran == 0) note_empty(empty_polls);
       }
-      // While handlers keep running (a large message streaming in, the peer draining what we sent), keep
-      // spinning: blocking would make every next chunk pay for a wake-up.
-      // Counted from when the handlers finished: one batch can take longer than busy_spin_time (a large body
-      // written in slices by a write completion), and counting from before it would end the spin at once.
-      if (ran > 0) spin_until = std::min(clock::now() + busy_spin_time, started + busy_spin_limit);
+      busy = ran > 0;
     } else {
       if (direct) {
         direct_.end();  // blocking: the event loop must read every link again
@@ -94,10 +93,18 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       io_.run_one_for(std::min<clock::duration>(deadline - now, std::chrono::milliseconds(20)));
     }
     ok = done();
+    // While handlers keep running (a large message streaming in, the peer draining what we sent), keep
+    // spinning: blocking would make every next chunk pay for a wake-up. Counted from when the handlers
+    // finished: one batch can take longer than busy_spin_time (a large body written in slices by a write
+    // completion), and counting from before it would end the spin at once.
+    if (busy && !ok) spin_until = std::min(clock::now() + busy_spin_time, started + busy_spin_limit);
   }
-  if (direct) direct_.end();
-  if (spin) spin_misses_ = ok && clock::now() <= spin_until ? 0 : std::min(spin_misses_ + 1, max_spin_misses);
-  release();
+  // The link read directly goes back to the event loop only when the loop next runs (direct_open_): the thread
+  // that found its message returns to the application at once, and one that comes back to wait keeps reading.
+  direct_open_ = direct;
+  const auto ended = clock::now();
+  if (spin) spin_misses_ = ok && ended <= spin_until ? 0 : std::min(spin_misses_ + 1, max_spin_misses);
+  release(ended);
   return ok;
 }
 
@@ -154,6 +161,10 @@ void progress_engine::background_loop() {
     }
     nap = linger_time;
     background_driving_.store(true, std::memory_order_release);
+    if (direct_open_) {  // the event loop reads every link again
+      direct_.end();
+      direct_open_ = false;
+    }
     if (io_.run_one_for(std::chrono::milliseconds(100))) poll_some();  // a batch of what is ready, then let go
     background_driving_.store(false, std::memory_order_release);
     token_.unlock();

@@ -103,7 +103,7 @@ class progress_engine {
 
  private:
   void acquire();
-  void release();
+  void release(clock::time_point now = clock::now());  // `now`: when the application left the API
   void background_loop();
   bool should_spin();
   void note_empty(unsigned& empty_polls);
@@ -128,6 +128,9 @@ class progress_engine {
   std::atomic<bool> background_driving_{false};
   std::thread background_;
   direct_reads direct_;
+  // The last spin ended reading a link directly and did not give it back (direct_.end): whoever runs the event
+  // loop next does that first, unless it is a spin that reads the same link again. Touched holding the token.
+  bool direct_open_ = false;
   // Waits in a row whose spin ended without the message, and blocked waits since the last spin (should_spin);
   // touched holding the token.
   unsigned spin_misses_ = 0, spin_probe_ = 0;
