@@ -149,9 +149,9 @@ void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
 // peer's or for it: forgetting it is the same as keeping it, since both ends' sessions then start from the
 // first sequence number (a packet the peer sent that never arrived is resent from 1, which a new session
 // expects). Records that carried data stay: forgetting one would break its session's numbering.
-bool overlay::is_unused(const neighbour& nb) {
+bool overlay::is_unused(node_id id, const neighbour& nb) const {
   return !nb.conn && nb.session.highest_sent() == 0 && nb.session.received() == 0 && nb.session.is_idle() &&
-         nb.waiting_bytes == 0;
+         waiting_.bytes_from(id) == 0;
 }
 
 // A link from a new resource name at max_neighbours: forget the unused record down the longest, if it has been
@@ -164,7 +164,7 @@ bool overlay::make_room_for_neighbour() {
   auto oldest = neighbours_.end();
   for (auto it = neighbours_.begin(); it != neighbours_.end(); ++it) {
     const neighbour& nb = *it->second;
-    if (is_unused(nb) && nb.down_since <= settled &&
+    if (is_unused(it->first, nb) && nb.down_since <= settled &&
         (oldest == neighbours_.end() || nb.down_since < oldest->second->down_since))
       oldest = it;
   }
@@ -177,7 +177,7 @@ bool overlay::make_room_for_neighbour() {
 void overlay::forget_unused_neighbours(clock::time_point now) {
   std::erase_if(neighbours_, [&](const auto& entry) {
     const neighbour& nb = *entry.second;
-    const bool expired = is_unused(nb) && now - nb.down_since >= config_.neighbour_expiry;
+    const bool expired = is_unused(entry.first, nb) && now - nb.down_since >= config_.neighbour_expiry;
     if (expired) ++neighbours_forgotten_;
     return expired;
   });
@@ -439,13 +439,8 @@ overlay_view overlay::view() const {
     v.links.push_back(std::move(l));
   }
   v.waiting_messages = waiting_.size();
-  v.waiting_bytes = waiting_bytes_;
-  constexpr std::size_t listed = 16;
-  for (const auto& p : waiting_) {
-    if (v.waiting_for.size() == listed) break;
-    if (std::find(v.waiting_for.begin(), v.waiting_for.end(), p.dest) == v.waiting_for.end())
-      v.waiting_for.push_back(p.dest);
-  }
+  v.waiting_bytes = waiting_.bytes();
+  v.waiting_for = waiting_.destinations(16);
   v.links_lost = links_lost_;
   v.frames_rejected = frames_rejected_;
   v.neighbour_records = neighbours_.size();

@@ -38,6 +38,7 @@
 #include "overlay/route_table.hpp"
 #include "overlay/ssh_session.hpp"
 #include "overlay/transport.hpp"
+#include "overlay/waiting_room.hpp"
 
 namespace phoenix::overlay {
 
@@ -122,13 +123,13 @@ class overlay final : public connection_owner {
 
   // Messages. An application's packet first reserves its bytes against max_waiting_bytes (any thread, so
   // ph_send can refuse with PH_EAGAIN before handing the packet to the I/O context), then send() takes it
-  // and sets its origin and hop budget. inject() takes a packet that was already on its way (put back by
-  // ph_release, or read from a log) and delivers, forwards or holds it like any arriving packet.
+  // and sets its origin and hop budget. route_in_transit() takes a packet that was already on its way (put
+  // back by ph_release, read from a log, or arriving from a neighbour) and delivers, forwards or holds it.
   bool try_reserve(std::uint64_t bytes);
   void send(packet p);  // precondition: try_reserve(p.footprint()) succeeded
   // The runtime's own packets (migration messages, bounded by their protocol): sent past the bound.
   void send_unbounded(packet p);
-  void inject(packet p);
+  void route_in_transit(packet p);
 
   // Mapping: the intervals of [0, L) this node assumes.
   base::interval_set::result assume(base::interval s);
@@ -204,7 +205,6 @@ class overlay final : public connection_owner {
     // The secret of the connection that is (or last was) the link: a new connection displaces a working one
     // only if the peer proves it holds it (handshake.hpp, "session continuity").
     std::optional<secret_bytes> secret;
-    std::uint64_t waiting_bytes = 0;  // what it sent that waits here for a route (in waiting_)
     std::string name;
     bool said_goodbye = false;
     bool leaving = false;       // it told us it is finalizing: not a next hop any more
@@ -243,7 +243,7 @@ class overlay final : public connection_owner {
   void end_handshake(const std::shared_ptr<connection>& c);
   void arm_memory_trim();
   bool keeps_existing(const connection& existing, const connection& incoming) const;
-  static bool is_unused(const neighbour& nb);
+  bool is_unused(node_id id, const neighbour& nb) const;
   bool make_room_for_neighbour();
   void forget_unused_neighbours(std::chrono::steady_clock::time_point now);
   void refuse_displacement(const std::shared_ptr<connection>& c, const neighbour& nb);
@@ -276,9 +276,7 @@ class overlay final : public connection_owner {
   asio::steady_timer trim_timer_;  // armed while closed connections' memory waits to go back (arm_memory_trim)
   bool trim_armed_ = false;
   base::interval_set own_;
-  std::deque<packet> waiting_;
-  std::uint64_t waiting_bytes_ = 0;
-  std::unordered_map<std::uint64_t, std::uint32_t> waiting_dests_;  // destinations in waiting_, with counts
+  waiting_room waiting_;
   std::uint64_t links_lost_ = 0;
   std::uint64_t frames_rejected_ = 0;
   std::uint64_t neighbours_forgotten_ = 0;

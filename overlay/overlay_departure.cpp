@@ -21,7 +21,7 @@ void overlay::begin_shutdown() {
 }
 
 bool overlay::is_drained(bool wait_for_resource_names) const {
-  for (const auto& p : waiting_)
+  for (const auto& p : waiting_.packets())
     if (wait_for_resource_names || p.dest < config_.space_size) return false;
   for (const auto& [id, nb] : neighbours_) {
     const bool link_down = !nb->conn || !nb->conn->is_up();
@@ -77,11 +77,7 @@ bool overlay::is_quiet() const {
 
 std::vector<packet> overlay::take_undelivered() {
   std::vector<packet> out;
-  for (auto& p : waiting_) out.push_back(std::move(p));
-  waiting_.clear();
-  waiting_bytes_ = 0;
-  waiting_dests_.clear();
-  for (auto& [id, nb] : neighbours_) nb->waiting_bytes = 0;
+  for (auto& p : waiting_.take_all()) out.push_back(std::move(p));
   for (auto& [id, nb] : neighbours_)
     for (auto& p : nb->session.take_all()) out.push_back(std::move(p));
   return out;

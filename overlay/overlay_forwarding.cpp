@@ -39,7 +39,7 @@ void overlay::send_unbounded(packet p) {
 
 void overlay::on_data(connection& c, const data_head& head, phoenix::Bytes body) {
   last_data_from_ = c.peer();
-  inject(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body), c.peer()});
+  route_in_transit(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body), c.peer()});
 }
 
 bool overlay::begin_direct_reads() {
@@ -59,7 +59,7 @@ void overlay::end_direct_reads() {
   direct_ = nullptr;
 }
 
-void overlay::inject(packet p) {
+void overlay::route_in_transit(packet p) {
   account(static_cast<std::int64_t>(p.footprint()));
   route(std::move(p));
 }
@@ -84,7 +84,7 @@ void overlay::route(packet p) {
   if (p.hops_left == 0) return hold_out_of_hops(std::move(p));
   // Behind packets for the same destination that wait here: a route that came back before flush_waiting ran
   // must not let a newer packet overtake them.
-  if (!waiting_dests_.empty() && waiting_dests_.contains(p.dest)) return hold(std::move(p));
+  if (waiting_.holds_for(p.dest)) return hold(std::move(p));
   const auto nh = next_hop_for(p.dest);
   if (!nh) return hold(std::move(p));
   --p.hops_left;
@@ -103,29 +103,21 @@ void overlay::forward(node_id next_hop, packet p) {
 // window fills and the rest waits at the sender, bounded by its own max_waiting_bytes (an application there
 // gets PH_EAGAIN). Nothing is dropped; the link carries nothing new from it until the routes change.
 void overlay::hold(packet p) {
-  const std::size_t bytes = p.footprint();
-  waiting_bytes_ += bytes;
-  ++waiting_dests_[p.dest];
-  if (p.arrived_from) {
-    const auto it = neighbours_.find(p.arrived_from);
-    if (it != neighbours_.end()) {
-      neighbour& nb = *it->second;
-      nb.waiting_bytes += bytes;
-      if (nb.waiting_bytes > config_.max_waiting_per_neighbour_bytes && !nb.session.acks_held()) {
-        nb.session.hold_acks(true);
-        logger()->info("{}: {} sent {} bytes that wait here for a route: holding back its acks", config_.name,
-                       nb.name, nb.waiting_bytes);
-      }
-    }
-  }
-  waiting_.push_back(std::move(p));
+  const node_id from = p.arrived_from;
+  const std::uint64_t from_bytes = waiting_.hold(std::move(p));
+  if (!from || from_bytes <= config_.max_waiting_per_neighbour_bytes) return;
+  const auto it = neighbours_.find(from);
+  if (it == neighbours_.end() || it->second->session.acks_held()) return;
+  it->second->session.hold_acks(true);
+  logger()->info("{}: {} sent {} bytes that wait here for a route: holding back its acks", config_.name,
+                 it->second->name, from_bytes);
 }
 
 // After waiting packets were routed again: a neighbour whose packets no longer wait here beyond the bound gets
 // its acks again (after the routing, so that one still over it never sees an ack go out in between).
 void overlay::release_held_acks() {
   for (auto& [id, nb] : neighbours_) {
-    if (!nb->session.acks_held() || nb->waiting_bytes > config_.max_waiting_per_neighbour_bytes) continue;
+    if (!nb->session.acks_held() || waiting_.bytes_from(id) > config_.max_waiting_per_neighbour_bytes) continue;
     nb->session.hold_acks(false);
     if (nb->conn) nb->conn->send_pending();
   }
@@ -155,12 +147,7 @@ void overlay::hold_out_of_hops(packet p) {
 // Waiting packets go out in the order they came, each either sent or held again behind the ones before it.
 void overlay::flush_waiting() {
   if (waiting_.empty()) return;
-  std::deque<packet> retry;
-  retry.swap(waiting_);
-  waiting_bytes_ = 0;
-  waiting_dests_.clear();
-  for (auto& [id, nb] : neighbours_) nb->waiting_bytes = 0;
-  for (auto& p : retry) {
+  for (auto& p : waiting_.take_all()) {
     if (p.hops_left == 0) p.hops_left = config_.hop_limit;
     route(std::move(p));
   }

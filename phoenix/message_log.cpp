@@ -4,7 +4,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "phoenix/service_access.hpp"
+#include "phoenix/service_messages.hpp"
 
 #include "overlay/frame.hpp"
 

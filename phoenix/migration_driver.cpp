@@ -219,7 +219,7 @@ void migration_driver::finish_arrival(bool unpacked) {
 }
 
 // Messages for t that another application thread received before the release may still be in its hands: their
-// effect belongs in the state that pack is about to take (message_holders.hpp).
+// effect belongs in the state that pack is about to take (messages_in_hand.hpp).
 void migration_driver::wait_for_handling(progress_engine& progress, interval t) {
   if (!ops_.handling) return;
   using clock = std::chrono::steady_clock;

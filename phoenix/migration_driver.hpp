@@ -43,7 +43,7 @@ class migration_driver {
     std::function<void(Interval)> release;      // ph_release: queued messages for it go back to the overlay
     std::function<void(Interval)> assume;       // ph_assume
     // Whether an application thread may still be handling a message for a virtual node in the interval
-    // (message_holders.hpp); called without the token. Unset: never.
+    // (messages_in_hand.hpp); called without the token. Unset: never.
     std::function<bool(Interval)> handling;
   };
 

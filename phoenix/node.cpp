@@ -23,12 +23,12 @@
 #include "phoenix/control.hpp"
 #include "phoenix/control_guard.hpp"
 #include "phoenix/log.hpp"
-#include "phoenix/message_holders.hpp"
+#include "phoenix/messages_in_hand.hpp"
 #include "phoenix/message_log.hpp"
 #include "phoenix/migration_driver.hpp"
 #include "phoenix/node_impl.hpp"
 #include "phoenix/progress.hpp"
-#include "phoenix/service_access.hpp"
+#include "phoenix/service_messages.hpp"
 
 namespace phoenix {
 
@@ -162,7 +162,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
       migration_driver::node_ops{[this](overlay::packet p) { overlay_->send_unbounded(std::move(p)); },
                                  [this](Interval s) { release_and_requeue(s); },
                                  [this](Interval s) { assume_now(s); },
-                                 [this](Interval s) { return holders_.handling(s); }});
+                                 [this](Interval s) { return in_hand_.handling(s); }});
   sync_migration_interval();
   for (const auto& peer : config_.peers) {
     if (const auto ec = overlay_->add_port(peer, &error)) {
@@ -171,7 +171,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
       return fail(ec == std::errc::permission_denied ? PH_EKEY : PH_EADDR, error);
     }
   }
-  for (auto& p : logged) overlay_->inject(std::move(p));
+  for (auto& p : logged) overlay_->route_in_transit(std::move(p));
   restore_ = std::move(restore);
   {
     std::lock_guard lock(requests_mu_);
@@ -277,7 +277,7 @@ std::error_code Node::Impl::set_state_handlers(PackFn pack, UnpackFn unpack) {
   if (!running_) return make_error_code(PH_ESTATE);
   pack_ = pack;
   unpack_ = unpack;
-  holders_.start();
+  in_hand_.start();
   progress_->call([&] { migration_->set_handlers(std::move(pack), std::move(unpack)); });
   // A suspended incarnation's intervals: their state first, then they are assumed (messages waited meanwhile).
   std::error_code result;
@@ -330,26 +330,26 @@ std::error_code Node::send(vp_t dest, int tag, std::span<const std::byte> data) 
 }
 std::error_code Node::send(vp_t dest, int tag, Bytes&& body) { return impl_->send(dest, tag, std::move(body)); }
 
-std::error_code service_access::send(Node& node, vp_t dest, std::int32_t tag, Bytes&& body) {
+std::error_code service_messages::send(Node& node, vp_t dest, std::int32_t tag, Bytes&& body) {
   auto& impl = *node.impl_;
   if (auto ec = impl.check_send(tag, body.size(), false, true)) return ec;
   return impl.enqueue(dest, tag, std::move(body));
 }
 
-std::optional<Message> service_access::recv_for(Node& node, std::int32_t tag,
+std::optional<Message> service_messages::recv_for(Node& node, std::int32_t tag,
                                                 std::chrono::milliseconds timeout) {
   if (tag > first_service_tag) return std::nullopt;
   return node.impl_->receive(tag, clock::now() + std::max(timeout, std::chrono::milliseconds(0)), true);
 }
 
-bool service_access::reachable(Node& node, vp_t dest) {
+bool service_messages::reachable(Node& node, vp_t dest) {
   auto& impl = *node.impl_;
   if (!impl.running_) return false;
   if (dest == impl.resource_name_) return true;
   return impl.progress_->call([&] { return impl.overlay_->can_reach(dest); });
 }
 
-void service_access::halt(Node& node) {
+void service_messages::halt(Node& node) {
   auto& impl = *node.impl_;
   if (impl.running_ && impl.progress_) impl.progress_->stop_background();
 }

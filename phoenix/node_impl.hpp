@@ -22,7 +22,7 @@
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"
 #include "phoenix/control_guard.hpp"
-#include "phoenix/message_holders.hpp"
+#include "phoenix/messages_in_hand.hpp"
 #include "phoenix/message_log.hpp"
 #include "phoenix/migration_driver.hpp"
 #include "phoenix/progress.hpp"
@@ -47,11 +47,11 @@ class Node::Impl {
   // The checks of ph_send, and the reservation of room for `size` body bytes among the waiting messages.
   std::error_code check_send(int tag, std::size_t size, bool null_data, bool service = false) const;
   std::error_code enqueue(vp_t dest, int tag, Bytes body);  // after check_send
-  // A receive call: the calling thread is done with the message it had (message_holders.hpp), then gets one.
+  // A receive call: the calling thread is done with the message it had (messages_in_hand.hpp), then gets one.
   std::optional<Message> receive(int tag, clock::time_point deadline, bool service = false);
   // The oldest queued message with `tag`, recorded as in the calling thread's hands.
   std::optional<Message> take(int tag);
-  void came_back() { holders_.came_back(); }
+  void came_back() { in_hand_.came_back(); }
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
 
@@ -72,7 +72,7 @@ class Node::Impl {
   OwnershipObserver observer_;
 
   // Application messages threads may still be handling; recorded once state handlers are set.
-  message_holders holders_;
+  messages_in_hand in_hand_;
 
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;

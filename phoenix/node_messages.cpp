@@ -8,7 +8,7 @@
 #include "migration/message.hpp"
 #include "phoenix/control.hpp"
 #include "phoenix/node_impl.hpp"
-#include "phoenix/service_access.hpp"
+#include "phoenix/service_messages.hpp"
 
 namespace phoenix {
 
@@ -31,8 +31,8 @@ std::optional<Message> Node::Impl::take(int tag) {
   inbox_.erase(it);
   ++received_total_;
   // Recorded before the inbox lock opens: a giver that releases the interval next (which takes this lock) then
-  // sees the message in this thread's hands and packs only after it (message_holders.hpp).
-  if (m.tag() >= 0) holders_.handed_out(m.dest());
+  // sees the message in this thread's hands and packs only after it (messages_in_hand.hpp).
+  if (m.tag() >= 0) in_hand_.handed_out(m.dest());
   return m;
 }
 

@@ -50,7 +50,8 @@ std::error_code Node::Impl::release(Interval s) {
 // to the next node that assumes s.
 void Node::Impl::release_and_requeue(Interval s) {
   if (overlay_->release(s) == base::interval_set::result::ok && observer_) observer_(false, s);
-  for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); })) overlay_->inject(std::move(p));
+  for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); }))
+    overlay_->route_in_transit(std::move(p));
 }
 
 bool Node::Impl::assume_now(Interval s) {

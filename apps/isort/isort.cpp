@@ -63,11 +63,11 @@ void Sorter::start() {
 // --- the loop -----------------------------------------------------------------------------------------------
 
 Sorter::End Sorter::run(const Hooks& hooks) {
-  launch::RunTurns turns(node_, hooks, options_.leave_timeout, options_.leave_retry, isort_log());
+  launch::RunControl control(node_, hooks, options_.leave_timeout, options_.leave_retry, isort_log());
   for (;;) {
     if (done_) return End::done;
-    if (turns.stop()) return End::stopped;
-    if (const auto end = turns.tick_and_leave(clock::now())) return *end;
+    if (control.stop()) return End::stopped;
+    if (const auto end = control.tick_and_leave(clock::now())) return *end;
     bool busy = drain_messages();
     settle();
     busy = step_key_block() || busy;

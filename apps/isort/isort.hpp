@@ -73,7 +73,7 @@
 #include "apps/isort/messages.hpp"
 #include "apps/isort/npb.hpp"
 #include "phoenix/launch/app_cluster.hpp"
-#include "phoenix/launch/run_turns.hpp"
+#include "phoenix/launch/run_control.hpp"
 
 namespace phoenix::apps::isort {
 

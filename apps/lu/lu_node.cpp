@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <phoenix/node.hpp>
 
-#include "phoenix/launch/run_turns.hpp"
+#include "phoenix/launch/run_control.hpp"
 #include "apps/lu/factorization.hpp"
 #include "apps/lu/log.hpp"
 #include "apps/lu/lu.hpp"
@@ -34,7 +34,7 @@ End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
   auto hooks = process.run_hooks(node, [&] { return lu.stats().flops; });
   // The node with the result stays: "done" is on its way to it.
   hooks.keep_interval = [&] { return lu.result().has_value(); };
-  launch::RunTurns turns(node, hooks, leave_attempt, leave_retry_interval, lu_log());
+  launch::RunControl control(node, hooks, leave_attempt, leave_retry_interval, lu_log());
   auto last_poll = Clock::now();
   bool reported = false;
   for (;;) {
@@ -43,9 +43,9 @@ End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
       reported = true;
     }
     if (lu.done()) return End::done;
-    if (turns.stop()) return End::stopped;
+    if (control.stop()) return End::stopped;
     const auto now = Clock::now();
-    if (const auto end = turns.tick_and_leave(now)) return *end;
+    if (const auto end = control.tick_and_leave(now)) return *end;
     if (now - last_poll >= poll_interval) {
       node.poll();
       last_poll = now;

@@ -45,7 +45,7 @@ std::optional<vp_t> TaskPool::home() const {
 TaskPool::End TaskPool::run(const Hooks& hooks) {
   auto last_poll = clock::now();
   auto last_look = last_poll;
-  launch::RunTurns turns(node_, hooks, options_.leave_timeout, options_.leave_retry, steal_log());
+  launch::RunControl control(node_, hooks, options_.leave_timeout, options_.leave_retry, steal_log());
   // Reading the clock can cost as much as a small task (in a virtual machine especially), so a busy node reads
   // it once every `stride` tasks: the stride doubles while the clock shows looks much closer together than the
   // poll interval, and halves when they are further apart.
@@ -54,7 +54,7 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
   home_stale_ = false;
   for (;;) {
     if (done_) return End::done;
-    if (turns.stop()) return End::stopped;
+    if (control.stop()) return End::stopped;
     if (!deque_.empty() && --countdown > 0) {
       run_head();
       continue;
@@ -67,7 +67,7 @@ TaskPool::End TaskPool::run(const Hooks& hooks) {
     }
     last_look = now;
     countdown = stride;
-    if (const auto end = turns.tick_and_leave(now)) return *end;
+    if (const auto end = control.tick_and_leave(now)) return *end;
     refresh_home();  // a leave that did not finish may have moved part of it
     if (deque_.empty()) {
       maybe_steal();

@@ -43,7 +43,7 @@
 #include <tuple>
 #include <vector>
 
-#include "phoenix/launch/run_turns.hpp"
+#include "phoenix/launch/run_control.hpp"
 
 namespace phoenix::apps {
 

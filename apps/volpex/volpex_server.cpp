@@ -11,7 +11,7 @@
 #include <cstdio>
 
 #include "phoenix/launch/app_log.hpp"
-#include "phoenix/launch/run_turns.hpp"
+#include "phoenix/launch/run_control.hpp"
 #include "phoenix/launch/spawned_node.hpp"
 
 namespace {
@@ -31,15 +31,15 @@ int serve(launch::NodeProcess& process, const volpex::ServerOptions& options) {
   // A unit is a request served.
   std::uint64_t served = 0;
   auto hooks = process.run_hooks(node, [&] { return served; });
-  launch::RunTurns turns(node, hooks, 10s, 500ms, launch::app_logger("volpex_server"));
+  launch::RunControl control(node, hooks, 10s, 500ms, launch::app_logger("volpex_server"));
   std::optional<launch::RunEnd> end;
   while (!end) {
-    if (turns.stop()) {
+    if (control.stop()) {
       end = launch::RunEnd::stopped;
       break;
     }
     served += server.serve_for(20ms);
-    end = turns.tick_and_leave(std::chrono::steady_clock::now());
+    end = control.tick_and_leave(std::chrono::steady_clock::now());
   }
   const auto s = server.statistics();
   process.report("puts " + std::to_string(s.puts) + " (+" + std::to_string(s.replica_puts) + " replicas'), " +

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "phoenix/launch/process_group.hpp"
-#include "phoenix/launch/run_turns.hpp"
+#include "phoenix/launch/run_control.hpp"
 
 namespace phoenix::launch {
 

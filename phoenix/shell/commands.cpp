@@ -229,11 +229,11 @@ void Session::kill_record(NodeRecord& r) {
 
 // --- views ---------------------------------------------------------------------------------------------------
 
-void Session::show_nodes() { print(nodes_table(views(survey()))); }
+void Session::show_nodes() { print(nodes_table(views(observe()))); }
 
 void Session::show_routes(const std::string& name) {
   std::string text = control(name, "routes", control_timeout);
-  survey();  // for the names of the resource numbers
+  observe();  // for the names of the resource numbers
   std::string legend;
   std::set<std::string> seen;
   auto add = [&](vp_t resource) {
@@ -248,12 +248,12 @@ void Session::show_routes(const std::string& name) {
   print(text + (text.empty() || text.back() == '\n' ? "" : "\n") + "  resource names: " + legend + "\n");
 }
 
-void Session::show_links() { print(links_text(link_views(survey()))); }
+void Session::show_links() { print(links_text(link_views(observe()))); }
 
-void Session::show_map() { print(map_bar(node_->space_size(), views(survey()))); }
+void Session::show_map() { print(map_bar(node_->space_size(), views(observe()))); }
 
 void Session::write_dot(const Command& c) {
-  const auto observed = survey();
+  const auto observed = observe();
   const std::string text = dot_text(views(observed), link_views(observed));
   std::filesystem::path dot_file = c.file, png_file;
   if (c.png) {
@@ -300,7 +300,7 @@ void Session::watch(double seconds) {
                                            std::chrono::duration<double>(seconds))
                                  : std::chrono::steady_clock::time_point::max();
   while (true) {
-    const auto all = views(survey());
+    const auto all = views(observe());
     std::string frame = nodes_table(all) + "\n" + map_bar(node_->space_size(), all);
     if (redraw) {
       for (const auto& e : recent) frame += e + "\n";

@@ -1,5 +1,5 @@
 // phoenix/shell/session.cpp — the session: its shell node, and the node processes it starts (their
-// environment, what they report, their exits). Its view of the overlay is in survey.cpp, the commands in
+// environment, what they report, their exits). Its view of the overlay is in observe.cpp, the commands in
 // commands.cpp.
 #include "phoenix/shell/session.hpp"
 
@@ -296,7 +296,7 @@ void Session::await_joined(const std::vector<std::size_t>& indices, double timeo
   // Not an error if it takes longer: `nodes` then says "no reply" for a moment.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
-    survey();
+    observe();
     if (std::all_of(indices.begin(), indices.end(),
                     [&](auto i) { return !alive(records_[i]) || records_[i].resource; }))
       break;

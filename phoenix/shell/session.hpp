@@ -195,8 +195,8 @@ class Session {
   void event(const std::string& text);
   void print(const std::string& text) const;
 
-  // overlay side (survey.cpp)
-  std::vector<Observed> survey();
+  // overlay side (observe.cpp)
+  std::vector<Observed> observe();
   vp_t resource_of(const std::string& name);
   std::string control(const std::string& name, const std::string& request, std::chrono::milliseconds timeout);
   std::vector<NodeView> views(const std::vector<Observed>& observed) const;

@@ -24,7 +24,7 @@ std::optional<reply> client::call(op kind, std::string_view tag, std::span<const
   const auto dest = vnode_of(tag, node_.space_size());
   ++calls_[static_cast<int>(kind)];
   maybe_crash(kind, false);
-  if (auto e = service_access::send(node_, dest, request_tag, encode(r))) {
+  if (auto e = service_messages::send(node_, dest, request_tag, encode(r))) {
     set_error(ec, e);
     return std::nullopt;
   }
@@ -38,7 +38,7 @@ std::optional<reply> client::call(op kind, std::string_view tag, std::span<const
       set_error(ec, make_error_code(PH_ETIMEDOUT));
       return std::nullopt;
     }
-    auto m = service_access::recv_for(node_, reply_tag, left);
+    auto m = service_messages::recv_for(node_, reply_tag, left);
     if (!m) continue;
     auto rep = decode_reply(std::span(m->data(), m->size()));
     if (!rep) {

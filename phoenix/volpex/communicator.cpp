@@ -89,7 +89,7 @@ void communicator::track_replicas(source_state& st, rank_id s) {
       r.name = look_up_name(s, j);
       r.next_lookup = clock::now() + (r.health.given_up() ? 8 * lookup_every : lookup_every);
     }
-    const bool up = r.name && service_access::reachable(node_, *r.name);
+    const bool up = r.name && service_messages::reachable(node_, *r.name);
     switch (r.health.observe(up, clock::now(), options_.liveness)) {
       case liveness::change::suspected:
       case liveness::change::given_up:
@@ -125,11 +125,11 @@ void communicator::ping_all(source_state& st, rank_id s) {
     comm_request req = request_to(s, comm_request::kind::ping);
     req.id = next_request_++;
     pings[req.id] = {j, clock::now()};
-    service_access::send(node_, *r.name, comm_request_tag, encode(req));
+    service_messages::send(node_, *r.name, comm_request_tag, encode(req));
   }
   const auto until = clock::now() + ping_wait;
   while (!pings.empty() && clock::now() < until) {
-    auto m = service_access::recv_for(node_, comm_answer_tag, answer_slice);
+    auto m = service_messages::recv_for(node_, comm_answer_tag, answer_slice);
     if (!m) continue;
     const auto a = decode_comm_answer(m->bytes());
     if (!a || a->what != comm_answer::kind::pong) continue;  // a late answer to an abandoned request
@@ -159,7 +159,7 @@ bool communicator::issue(attempt& a, comm_request r) {
   if (!a.target) return false;
   r.id = a.id = next_request_++;
   a.sent = clock::now();
-  const auto ec = service_access::send(node_, *st.replicas.at(*a.target).name, comm_request_tag, encode(r));
+  const auto ec = service_messages::send(node_, *st.replicas.at(*a.target).name, comm_request_tag, encode(r));
   if (ec) logger()->warn("request to replica {} of rank {} not sent: {}", *a.target, a.source, ec.message());
   std::lock_guard lock(mu_);
   ++stats_.requests;
@@ -225,7 +225,7 @@ void communicator::report_progress(rank_id s, source_state& st) {
   // Not to a replica without a route: it may have died, and the report would wait in the overlay for nobody.
   for (const auto& [j, source] : st.replicas)
     if (source.name && !source.health.suspected())
-      service_access::send(node_, *source.name, comm_request_tag, Bytes(body));
+      service_messages::send(node_, *source.name, comm_request_tag, Bytes(body));
 }
 
 std::optional<communicator::received> communicator::recv_from(rank_id s, std::int32_t tag, std::error_code* ec,
@@ -255,7 +255,7 @@ std::optional<communicator::received> communicator::recv_from(rank_id s, std::in
       set_error(ec, make_error_code(PH_ETIMEDOUT));
       return std::nullopt;
     }
-    auto m = service_access::recv_for(node_, comm_answer_tag, answer_slice);
+    auto m = service_messages::recv_for(node_, comm_answer_tag, answer_slice);
     if (m) {
       const auto ans = decode_comm_answer(m->bytes());
       if (!ans) continue;
@@ -338,7 +338,7 @@ std::optional<communicator::received> communicator::recv_wildcard(int source, st
     if (source == any_source || static_cast<int>(s) == source) probe(s);
   auto next_look = clock::now() + 200ms;
   while (clock::now() < deadline) {
-    auto m = service_access::recv_for(node_, comm_answer_tag, answer_slice);
+    auto m = service_messages::recv_for(node_, comm_answer_tag, answer_slice);
     if (m) {
       const auto ans = decode_comm_answer(m->bytes());
       if (!ans) continue;

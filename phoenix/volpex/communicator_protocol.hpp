@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "phoenix/service_access.hpp"
+#include "phoenix/service_messages.hpp"
 #include "phoenix/volpex/sender_log.hpp"
 
 namespace phoenix::volpex {

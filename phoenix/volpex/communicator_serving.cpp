@@ -35,7 +35,7 @@ void communicator::post(vp_t to, const comm_answer& a) {
   // An answer may not be dropped: the receiver would wait for it. Back-pressure is waited out.
   Bytes body = encode(a);
   for (int tries = 0; tries < 30000; ++tries) {
-    const auto ec = service_access::send(node_, to, comm_answer_tag, std::move(body));
+    const auto ec = service_messages::send(node_, to, comm_answer_tag, std::move(body));
     if (!ec) return;
     if (ec != make_error_code(PH_EAGAIN)) {
       logger()->warn("answer to {} not sent: {}", to, ec.message());
@@ -145,7 +145,7 @@ void communicator::answer_pending(rank_id dst) {
 void communicator::serve_loop() {
   auto next_housekeeping = clock::now() + housekeeping;
   while (!stop_) {
-    if (auto m = service_access::recv_for(node_, comm_request_tag, answer_slice)) {
+    if (auto m = service_messages::recv_for(node_, comm_request_tag, answer_slice)) {
       if (auto r = decode_comm_request(m->bytes())) {
         handle(*r);
       } else {
@@ -169,7 +169,7 @@ void communicator::track_receivers() {
       if (!r.finished) known.emplace_back(who, r.name);
   }
   std::vector<std::pair<std::pair<rank_id, replica_index>, bool>> reachable;
-  for (const auto& [who, name] : known) reachable.emplace_back(who, service_access::reachable(node_, name));
+  for (const auto& [who, name] : known) reachable.emplace_back(who, service_messages::reachable(node_, name));
   const auto now = clock::now();
   std::lock_guard lock(mu_);
   for (const auto& [who, up] : reachable) {

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "phoenix/launch/node_line.hpp"
-#include "phoenix/service_access.hpp"
+#include "phoenix/service_messages.hpp"
 #include "phoenix/volpex/client.hpp"
 #include "phoenix/volpex/communicator.hpp"
 #include "phoenix/volpex/log.hpp"
@@ -50,7 +50,7 @@ std::unique_ptr<volpex_process>& process = *new std::unique_ptr<volpex_process>;
 void halt_at_exit() {
   if (!process) return;
   if (process->comm) process->comm->stop_serving();
-  phoenix::service_access::halt(process->node);
+  phoenix::service_messages::halt(process->node);
 }
 
 int code(const std::error_code& ec) {

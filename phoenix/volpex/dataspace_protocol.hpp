@@ -12,7 +12,7 @@
 #include <span>
 
 #include "base/wire.hpp"
-#include "phoenix/service_access.hpp"
+#include "phoenix/service_messages.hpp"
 #include "phoenix/volpex/dataspace.hpp"
 
 namespace phoenix::volpex {

@@ -38,7 +38,7 @@ std::size_t tag_server::serve_for(std::chrono::milliseconds timeout) {
   for (;;) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto m = service_access::recv_for(node_, request_tag, handled ? std::chrono::milliseconds(0) : left);
+    auto m = service_messages::recv_for(node_, request_tag, handled ? std::chrono::milliseconds(0) : left);
     if (!m) {
       if (handled || left.count() <= 0) return handled;
       continue;
@@ -68,7 +68,7 @@ void tag_server::send_reply(const reply& rep) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   Bytes body = encode(rep);
   for (;;) {
-    const auto ec = service_access::send(node_, rep.to, reply_tag, std::move(body));
+    const auto ec = service_messages::send(node_, rep.to, reply_tag, std::move(body));
     if (!ec) return;
     if (ec != make_error_code(PH_EAGAIN) || std::chrono::steady_clock::now() > give_up) {
       logger()->error("answer to {} for ({}, {}) not sent: {}", rep.to, rep.id.process, rep.id.request,

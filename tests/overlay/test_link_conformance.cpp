@@ -43,7 +43,7 @@ void stream(Pair& p, pair_end& from, pair_end& to, std::uint64_t dest, std::uint
   std::uint32_t sent = 0;
   REQUIRE(p.run_until(
       [&] {
-        for (int k = 0; k < 4 && sent < count; ++k) from.ov->inject(numbered(dest, sent++));
+        for (int k = 0; k < 4 && sent < count; ++k) from.ov->route_in_transit(numbered(dest, sent++));
         return sent == count && to.received.size() >= count;
       },
       30s));
@@ -59,8 +59,8 @@ TEST_CASE_TEMPLATE("link conformance: a peer with another cluster key is refused
   o.key_b.assign(other.begin(), other.end());
   Pair p(o);
   REQUIRE(p.run_until([&] { return !log.find("cluster key mismatch").empty(); }));
-  p.a.ov->inject(numbered(p.vnode_b, 0));
-  p.b.ov->inject(numbered(p.vnode_a, 0));
+  p.a.ov->route_in_transit(numbered(p.vnode_b, 0));
+  p.b.ov->route_in_transit(numbered(p.vnode_a, 0));
   p.io.run_for(quiet_period);  // and so are redials, on the transports that redial
   CHECK_FALSE(p.a.has_link("up"));
   CHECK_FALSE(p.b.has_link("up"));
@@ -83,8 +83,8 @@ TEST_CASE_TEMPLATE("link conformance: messages arrive exactly once and in order 
   const auto done = [&] { return p.b.received.size() >= count && p.a.received.size() >= count; };
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (!done() && std::chrono::steady_clock::now() < deadline) {
-    for (int k = 0; k < 4 && to_b < count; ++k) p.a.ov->inject(numbered(p.vnode_b, to_b++));
-    for (int k = 0; k < 4 && to_a < count; ++k) p.b.ov->inject(numbered(p.vnode_a, to_a++));
+    for (int k = 0; k < 4 && to_b < count; ++k) p.a.ov->route_in_transit(numbered(p.vnode_b, to_b++));
+    for (int k = 0; k < 4 && to_a < count; ++k) p.b.ov->route_in_transit(numbered(p.vnode_a, to_a++));
     if (cut < cuts && p.b.received.size() >= (cut + 1) * count / (cuts + 1)) {
       p.cut();
       ++cut;
@@ -104,8 +104,8 @@ TEST_CASE_TEMPLATE("link conformance: a 16 MiB body arrives intact", Pair, LINK_
   Pair p;
   REQUIRE(p.link_up());
   constexpr std::size_t size = 16u << 20;
-  p.a.ov->inject(numbered(p.vnode_b, 0, size));
-  p.a.ov->inject(numbered(p.vnode_b, 1));  // and what follows it, after it
+  p.a.ov->route_in_transit(numbered(p.vnode_b, 0, size));
+  p.a.ov->route_in_transit(numbered(p.vnode_b, 1));  // and what follows it, after it
   REQUIRE(p.run_until([&] { return p.b.received.size() >= 2; }, 30s));
   p.io.run_for(50ms);
   REQUIRE(p.b.received.size() == 2);
@@ -145,11 +145,11 @@ TEST_CASE_TEMPLATE("link conformance: bodies around the sizes where writing swit
     REQUIRE(p.link_up());
     std::uint32_t n = 0;
     for (const std::size_t size : sizes) {
-      p.a.ov->inject(unrepeated(p.vnode_b, n, size));
-      p.b.ov->inject(unrepeated(p.vnode_a, n, size));
+      p.a.ov->route_in_transit(unrepeated(p.vnode_b, n, size));
+      p.b.ov->route_in_transit(unrepeated(p.vnode_a, n, size));
       ++n;
-      p.a.ov->inject(numbered(p.vnode_b, n));
-      p.b.ov->inject(numbered(p.vnode_a, n));
+      p.a.ov->route_in_transit(numbered(p.vnode_b, n));
+      p.b.ov->route_in_transit(numbered(p.vnode_a, n));
       ++n;
     }
     REQUIRE(p.run_until([&] { return p.a.received.size() >= n && p.b.received.size() >= n; }, 30s));
@@ -189,7 +189,7 @@ TEST_CASE_TEMPLATE(
   o.a_ignores_window = ignore_window;
   Pair p(o);
   REQUIRE(p.link_up());
-  for (std::uint32_t i = 0; i < count; ++i) p.a.ov->inject(numbered(p.vnode_b, i, body));
+  for (std::uint32_t i = 0; i < count; ++i) p.a.ov->route_in_transit(numbered(p.vnode_b, i, body));
   std::uint64_t peak_unacked = 0, queued_at_peak = 0;
   const auto sample = [&] {
     for (const auto& l : p.a.view().links) {
@@ -230,7 +230,7 @@ TEST_CASE_TEMPLATE(
   Pair p;
   REQUIRE(p.link_up());
   constexpr std::uint32_t count = 500;
-  for (std::uint32_t i = 0; i < count; ++i) p.a.ov->inject(numbered(p.vnode_b, i));
+  for (std::uint32_t i = 0; i < count; ++i) p.a.ov->route_in_transit(numbered(p.vnode_b, i));
   auto& a = *p.a.ov;
   a.begin_shutdown();
   REQUIRE(p.run_until([&] { return a.is_drained(); }));

@@ -83,7 +83,7 @@ packet make_packet(std::uint64_t dest, std::uint8_t hops) {
 std::function<std::uint64_t()> one_packet_in_flight(line_of& net) {
   REQUIRE(net.at(1).assume({0, 10}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.at(0).owner_of(5) == net.at(1).self(); }));
-  net.at(0).inject(make_packet(5, 64));
+  net.at(0).route_in_transit(make_packet(5, 64));
   auto unacked = [&net] { return net.at(0).view().links.front().unacked; };
   for (int i = 0; i < 1000 && unacked() == 0; ++i) net.io.poll_one();
   REQUIRE(unacked() == 1);
@@ -96,7 +96,7 @@ TEST_CASE("overlay: packets cross a line of four, each hop spending one of the b
   line_of net(4);
   REQUIRE(net.at(3).assume({900, 1000}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.at(0).owner_of(950) == net.at(3).self(); }));
-  net.at(0).inject(make_packet(950, 10));
+  net.at(0).route_in_transit(make_packet(950, 10));
   REQUIRE(net.run_until([&] { return !net.inbox(3).empty(); }));
   CHECK(net.inbox(3).front().hops_left == 7);  // three hops
   CHECK(net.inbox(3).front().dest == 950);
@@ -115,7 +115,7 @@ TEST_CASE("overlay: a packet out of hops is held, not dropped, and goes on with 
   line_of net(3, retry);
   REQUIRE(net.at(2).assume({500, 600}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.at(0).owner_of(550) == net.at(2).self(); }));
-  net.at(0).inject(make_packet(550, 1));  // enough for one hop, not two
+  net.at(0).route_in_transit(make_packet(550, 1));  // enough for one hop, not two
   REQUIRE(net.run_until([&] { return net.at(1).view().out_of_hops == 1; }));
   CHECK(net.at(0).view().out_of_hops == 0);
   if (change_routes) REQUIRE(net.at(2).assume({600, 700}) == base::interval_set::result::ok);
@@ -131,7 +131,7 @@ TEST_CASE("overlay: a packet for a virtual node nobody assumes waits at its send
   for (int i = 0; i < 5; ++i) {
     auto p = make_packet(10, 64);
     p.tag = i;
-    net.at(0).inject(std::move(p));
+    net.at(0).route_in_transit(std::move(p));
   }
   net.io.run_for(50ms);
   CHECK(net.at(0).view().waiting_messages == 5);
@@ -146,7 +146,7 @@ TEST_CASE("overlay: a cut link's routes become unreachable, and packets wait unt
   REQUIRE(net.run_until([&] { return net.at(0).can_reach(net.at(2).self()); }));
   REQUIRE(net.at(1).drop_link(net.at(2).self()));
   REQUIRE(net.run_until([&] { return !net.at(0).can_reach(net.at(2).self()); }));
-  net.at(0).inject(make_packet(5, 64));
+  net.at(0).route_in_transit(make_packet(5, 64));
   net.io.run_for(50ms);
   CHECK(net.inbox(2).empty());
   net.at(1).connect_local(net.at(2));  // the link comes back (a new connection)
@@ -201,7 +201,7 @@ TEST_CASE("overlay: a link read directly between turns of the event loop deliver
     packet p = make_packet(600, 64);
     p.tag = i;
     p.body.assign(size_of(i), static_cast<std::byte>(i));
-    net.at(0).inject(std::move(p));
+    net.at(0).route_in_transit(std::move(p));
   }
   std::size_t read_directly = 0;
   int handed_back = 0;
@@ -249,7 +249,7 @@ TEST_CASE("overlay: a link read directly between turns of the event loop deliver
   CHECK(in_order);
   CHECK(net.at(1).view().links.front().state == "up");
   // Reading handed back to the event loop: the link still works without the spinning thread.
-  net.at(0).inject(make_packet(600, 64));
+  net.at(0).route_in_transit(make_packet(600, 64));
   REQUIRE(net.run_until([&] { return net.inbox(1).size() == n + 1; }));
 }
 
@@ -308,7 +308,7 @@ struct hub_and_visitors {
     REQUIRE(run_until([&] { return v.owner_of(5) == hub->self(); }));
     if (data) {
       const std::size_t before = hub_inbox.size();
-      v.inject(make_packet(5, 64));
+      v.route_in_transit(make_packet(5, 64));
       REQUIRE(run_until([&] { return hub_inbox.size() == before + 1; }));
     }
     return v;
@@ -418,7 +418,7 @@ TEST_CASE("overlay: a leaver waits at goodbye for a neighbour whose record it fo
   };
   REQUIRE(n1->assume({0, 10}) == base::interval_set::result::ok);
   REQUIRE(run_until([&] { return n0->owner_of(5) == n1->self(); }));
-  n0->inject(make_packet(5, 64));
+  n0->route_in_transit(make_packet(5, 64));
   auto unacked = [&] { return n0->view().links.front().unacked; };
   for (int i = 0; i < 1000 && unacked() == 0; ++i) io.poll_one();
   REQUIRE(unacked() == 1);
@@ -494,7 +494,7 @@ TEST_CASE("overlay: large bodies written in slices arrive exactly once and intac
       return p;
     };
     constexpr int n = 60;
-    for (int i = 0; i < n; ++i) n0->inject(body_of(i));
+    for (int i = 0; i < n; ++i) n0->route_in_transit(body_of(i));
     int cuts = 0;
     const auto deadline = std::chrono::steady_clock::now() + 60s;
     while (inbox1.size() < n && std::chrono::steady_clock::now() < deadline) {

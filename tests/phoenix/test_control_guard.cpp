@@ -10,7 +10,7 @@
 #include "phoenix/control_guard.hpp"
 #include "phoenix/control_key_file.hpp"
 #include "phoenix/message_log.hpp"
-#include "phoenix/service_access.hpp"
+#include "phoenix/service_messages.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace phoenix;

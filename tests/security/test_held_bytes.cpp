@@ -14,7 +14,7 @@
 
 #include "overlay/cluster_key.hpp"
 #include "overlay/overlay.hpp"
-#include "phoenix/service_access.hpp"
+#include "phoenix/service_messages.hpp"
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -184,7 +184,8 @@ TEST_CASE("resources: messages with a tag nothing can receive are dropped and co
     phoenix::Bytes body(body_bytes);
     REQUIRE(phoenix::test::wait_for([&] {
       phoenix::Bytes b = body;
-      return !phoenix::service_access::send(sender, 5, i % 2 ? INT_MIN : phoenix::last_service_tag - 1, std::move(b));
+      const std::int32_t tag = i % 2 ? INT_MIN : phoenix::last_service_tag - 1;
+      return !phoenix::service_messages::send(sender, 5, tag, std::move(b));
     }));
   }
   REQUIRE_FALSE(sender.send(5, 1, std::as_bytes(std::span("after", 5))));

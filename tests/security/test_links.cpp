@@ -107,7 +107,7 @@ void check_delivered_intact(const std::deque<packet>& inbox, std::uint32_t count
 void stream(tcp_net& net, node& x, node& y, std::uint32_t count, std::size_t body_bytes = 64) {
   std::uint32_t sent = 0;
   REQUIRE(net.run_until([&] {
-    for (int k = 0; k < 4 && sent < count; ++k) x.ov->inject(numbered(sent++, body_bytes));
+    for (int k = 0; k < 4 && sent < count; ++k) x.ov->route_in_transit(numbered(sent++, body_bytes));
     return sent == count && y.received.size() >= count;
   }, 30s));
   net.io.run_for(50ms);  // anything extra (a duplicate) would arrive now
@@ -156,7 +156,7 @@ TEST_CASE("security: a relay without the key that splices connections to two nod
   const auto lost_before = x.ov->view().links_lost + y.ov->view().links_lost;
   std::uint32_t sent = 0;
   auto send_some = [&] {
-    for (int k = 0; k < 2 && sent < 400; ++k) x.ov->inject(numbered(sent++));
+    for (int k = 0; k < 2 && sent < 400; ++k) x.ov->route_in_transit(numbered(sent++));
   };
   {
     splicing_relay relay(port_of(x.endpoint), port_of(y.endpoint));
@@ -187,7 +187,7 @@ TEST_CASE("security: a key holder claiming a neighbour's resource name does not 
   REQUIRE_FALSE(impostor.ov->add_port(x.endpoint));
   std::uint32_t sent = 0;
   REQUIRE(net.run_until([&] {
-    for (int k = 0; k < 2 && sent < 300; ++k) x.ov->inject(numbered(sent++));
+    for (int k = 0; k < 2 && sent < 300; ++k) x.ov->route_in_transit(numbered(sent++));
     return sent == 300 && y.received.size() >= 300;
   }));
   net.io.run_for(300ms);  // the impostor redials every 100 ms
@@ -208,7 +208,7 @@ TEST_CASE("security: a connection that claims to have received more than was sen
   REQUIRE_FALSE(x.ov->add_port("tcp://127.0.0.1:" + std::to_string(proxy.port())));
   link_up(net, x, y);
   proxy.swallow(true);  // x writes ten packets that never reach y
-  for (std::uint32_t i = 0; i < 10; ++i) x.ov->inject(numbered(i));
+  for (std::uint32_t i = 0; i < 10; ++i) x.ov->route_in_transit(numbered(i));
   REQUIRE(net.run_until([&] {
     const auto v = x.ov->view();
     return !v.links.empty() && v.links.front().unacked == 10;

@@ -68,7 +68,7 @@ struct triangle {
     p.hops_left = 64;
     p.body.resize(4);
     const auto before = victim_inbox.size();
-    honest->inject(std::move(p));
+    honest->route_in_transit(std::move(p));
     return run_until([&] { return victim_inbox.size() > before; });
   }
   // A forges V's route: the name, a seqno, one hop, and V's intervals and then some.

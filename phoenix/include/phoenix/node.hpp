@@ -221,7 +221,7 @@ class PH_API Node {
   class Impl;
 
  private:
-  friend struct service_access;  // phoenix's own services (phoenix/service_access.hpp)
+  friend struct service_messages;  // phoenix's own services (phoenix/service_messages.hpp)
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,4 +1,4 @@
-#include "phoenix/message_holders.hpp"
+#include "phoenix/messages_in_hand.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -7,14 +7,14 @@
 namespace phoenix {
 
 namespace {
-void forget(message_holders::records& r, vp_t dest) {
+void forget(messages_in_hand::records& r, vp_t dest) {
   std::lock_guard lock(r.mu);
   if (const auto it = r.held.find(dest); it != r.held.end()) r.held.erase(it);
 }
 
 // Per thread: the message of each node it may still be handling. A thread that exits handles nothing.
 struct held_by_thread {
-  std::vector<std::pair<std::shared_ptr<message_holders::records>, vp_t>> held;
+  std::vector<std::pair<std::shared_ptr<messages_in_hand::records>, vp_t>> held;
   ~held_by_thread() {
     for (auto& [r, dest] : held) forget(*r, dest);
   }
@@ -22,9 +22,9 @@ struct held_by_thread {
 thread_local held_by_thread this_thread_holds;
 }  // namespace
 
-message_holders::message_holders() : records_(std::make_shared<records>()) {}
+messages_in_hand::messages_in_hand() : records_(std::make_shared<records>()) {}
 
-void message_holders::handed_out(vp_t dest) {
+void messages_in_hand::handed_out(vp_t dest) {
   if (!recording()) return;
   came_back();  // one message per thread and node: the last one handed over
   auto& held = this_thread_holds.held;
@@ -37,7 +37,7 @@ void message_holders::handed_out(vp_t dest) {
   held.emplace_back(records_, dest);
 }
 
-void message_holders::came_back() {
+void messages_in_hand::came_back() {
   if (!recording()) return;
   auto& held = this_thread_holds.held;
   const auto it = std::find_if(held.begin(), held.end(), [&](const auto& h) { return h.first == records_; });
@@ -46,7 +46,7 @@ void message_holders::came_back() {
   held.erase(it);
 }
 
-bool message_holders::handling(Interval s) const {
+bool messages_in_hand::handling(Interval s) const {
   std::lock_guard lock(records_->mu);
   const auto it = records_->held.lower_bound(s.lo);
   return it != records_->held.end() && *it < s.hi;

@@ -1,4 +1,4 @@
-// message_holders.hpp — which messages a node handed to application threads that may still be handling them.
+// messages_in_hand.hpp — which messages a node handed to application threads that may still be handling them.
 //
 // API.md: state handlers never run concurrently with the application's handling of a message. With one
 // application thread that holds by construction (pack runs inside that thread's receive call). With several, a
@@ -21,9 +21,9 @@
 
 namespace phoenix {
 
-class message_holders {
+class messages_in_hand {
  public:
-  message_holders();
+  messages_in_hand();
   void start() { recording_.store(true, std::memory_order_relaxed); }  // from now on, and for good
   // A receive call of the calling thread hands it an application message for `dest`.
   void handed_out(vp_t dest);

@@ -1,9 +1,9 @@
-// phoenix/launch/run_turns.cpp — see run_turns.hpp.
-#include "phoenix/launch/run_turns.hpp"
+// phoenix/launch/run_control.cpp — see run_control.hpp.
+#include "phoenix/launch/run_control.hpp"
 
 namespace phoenix::launch {
 
-RunTurns::RunTurns(Node& node, const RunHooks& hooks, std::chrono::milliseconds leave_attempt,
+RunControl::RunControl(Node& node, const RunHooks& hooks, std::chrono::milliseconds leave_attempt,
                    std::chrono::milliseconds leave_retry, std::shared_ptr<spdlog::logger> log)
     : node_(node),
       hooks_(hooks),
@@ -11,17 +11,17 @@ RunTurns::RunTurns(Node& node, const RunHooks& hooks, std::chrono::milliseconds 
       leave_retry_(leave_retry),
       log_(std::move(log)) {}
 
-void RunTurns::remark(const std::string& line) const {
+void RunControl::remark(const std::string& line) const {
   log_->info("{}", line);
   if (hooks_.remark) hooks_.remark(line);
 }
 
-void RunTurns::error(const std::string& line) const {
+void RunControl::error(const std::string& line) const {
   log_->error("{}", line);
   if (hooks_.error) hooks_.error(line);
 }
 
-std::optional<RunEnd> RunTurns::tick_and_leave(Clock::time_point now) {
+std::optional<RunEnd> RunControl::tick_and_leave(Clock::time_point now) {
   if (hooks_.tick && now - last_tick_ >= hooks_.tick_interval) {
     hooks_.tick();
     last_tick_ = now;
@@ -45,7 +45,7 @@ std::optional<RunEnd> RunTurns::tick_and_leave(Clock::time_point now) {
 // (PH_ESTATE: pack could not give a state right now; PH_ETIMEDOUT: a migration did not end in time): then the
 // application handles its messages and the suspend is tried again. A request it refuses (PH_EINVAL) is dropped
 // and the node runs on, as if it had not been asked; a failure that takes the node down fails the run.
-std::optional<RunEnd> RunTurns::try_suspend() {
+std::optional<RunEnd> RunControl::try_suspend() {
   const std::string file = *suspend_file_;
   node_.set_status("suspending");
   const auto ec = node_.suspend(file.c_str());

@@ -1,4 +1,4 @@
-// service_access.hpp — how phoenix's own services on top of the runtime (the Volpex layer) send and receive.
+// service_messages.hpp — how phoenix's own services on top of the runtime (the Volpex layer) send and receive.
 //
 // Services talk with reserved tags, at or below first_service_tag: ph_send refuses them, and recv(any_tag) and
 // ph_recv never return them, so an application on the same node never sees a service's messages, nor a service
@@ -19,7 +19,7 @@ inline constexpr std::int32_t first_service_tag = -4;  // -2 and -3 are the migr
 // received by anyone: a node drops it on arrival (and counts it) instead of holding it for ever.
 inline constexpr std::int32_t last_service_tag = -7;
 
-struct service_access {
+struct service_messages {
   static std::error_code send(Node& node, vp_t dest, std::int32_t tag, Bytes&& body);
   // Like Node::recv_for, for a service tag (migration steps run meanwhile, as in recv).
   static std::optional<Message> recv_for(Node& node, std::int32_t tag, std::chrono::milliseconds timeout);

@@ -1,8 +1,9 @@
-// phoenix/launch/run_turns.hpp — what an application's run loop shares with its node process (RunHooks), and the
-// part of that loop every application repeats (RunTurns): the periodic tick (progress reports, the launcher's
-// stop request, the shell's control requests), leaving when told and suspending when told. A leave is tried
-// for one short attempt at a time, and the application handles its messages between attempts: near the end of
-// a run the message that ends it may be waiting while the neighbours have stopped and cannot take its interval.
+// phoenix/launch/run_control.hpp — what an application's run loop shares with its node process (RunHooks), and
+// the part of that loop every application repeats (RunControl): the periodic tick (progress reports, the
+// launcher's stop request, the shell's control requests), leaving when told and suspending when told. A leave
+// is tried for one short attempt at a time, and the application handles its messages between attempts: near the
+// end of a run the message that ends it may be waiting while the neighbours have stopped and cannot take its
+// interval.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -20,7 +21,7 @@ struct RunHooks {
   std::function<bool()> stop;       // checked every turn: true ends the run at once
   std::function<bool()> leave_now;  // true: hand everything to a neighbour, then the run ends
   // A file: suspend the node to it (a temporary leave with its state, Node::suspend), then the run ends. Asked
-  // every turn; a request is taken once (RunTurns keeps the file while it retries).
+  // every turn; a request is taken once (RunControl keeps the file while it retries).
   std::function<std::optional<std::string>()> suspend_to;
   // Optional: true while the node must neither leave nor suspend, because it holds something that is not part
   // of its state (the run's result, on its way to being reported); the requests wait until it is false.
@@ -35,10 +36,10 @@ struct RunHooks {
 // nothing), or it suspended (the node is finalized: its intervals and state are in the file).
 enum class RunEnd { done, stopped, left, suspended };
 
-class RunTurns {
+class RunControl {
  public:
   using Clock = std::chrono::steady_clock;
-  RunTurns(Node& node, const RunHooks& hooks, std::chrono::milliseconds leave_attempt,
+  RunControl(Node& node, const RunHooks& hooks, std::chrono::milliseconds leave_attempt,
            std::chrono::milliseconds leave_retry, std::shared_ptr<spdlog::logger> log);
 
   bool stop() const { return hooks_.stop && hooks_.stop(); }

@@ -1,4 +1,4 @@
-// phoenix/shell/survey.cpp — the session's view of the overlay: which nodes its routing table knows, their
+// phoenix/shell/observe.cpp — the session's view of the overlay: which nodes its routing table knows, their
 // "status" replies, control requests by node name, and what the views (views.hpp) are drawn from.
 #include <algorithm>
 #include <future>
@@ -20,7 +20,7 @@ bool natural_less(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::vector<Session::Observed> Session::survey() {
+std::vector<Session::Observed> Session::observe() {
   const auto snapshot = node_->routing_snapshot();
   std::set<vp_t> resources;
   for (const auto& route : snapshot.routes)
@@ -56,7 +56,7 @@ std::vector<Session::Observed> Session::survey() {
 vp_t Session::resource_of(const std::string& name) {
   if (auto* r = find(name); r && r->resource) return r->resource;
   if (auto it = discovered_.find(name); it != discovered_.end()) return it->second;
-  survey();
+  observe();
   if (auto* r = find(name); r && r->resource) return r->resource;
   if (auto it = discovered_.find(name); it != discovered_.end()) return it->second;
   return 0;
