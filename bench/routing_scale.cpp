@@ -1,5 +1,5 @@
 // bench/routing_scale.cpp — routing_scale: how the overlay's routing (DSDV with Babel's feasibility condition,
-// overlay/route_table.hpp) scales with the number of nodes. README.md, section "routing_scale", says what each
+// overlay/routing/route_table.hpp) scales with the number of nodes. README.md, section "routing_scale", says what each
 // figure means and how it grows. Over 600 lines as one file: one program, its topologies, measurements and
 // table, each case forked from the same harness.
 //
@@ -42,7 +42,7 @@
 
 #include <asio.hpp>
 
-#include "overlay/cluster_key.hpp"
+#include "overlay/links/cluster_key.hpp"
 #include "overlay/overlay.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #endif
 
 #include "overlay/log.hpp"
-#include "overlay/route_message.hpp"
+#include "overlay/routing/route_message.hpp"
 
 namespace phoenix::overlay {
 

@@ -28,17 +28,17 @@
 
 #include <asio.hpp>
 
-#include "overlay/address.hpp"
-#include "overlay/connection.hpp"
+#include "overlay/transports/address.hpp"
+#include "overlay/links/connection.hpp"
 #include "base/interval_set.hpp"
-#include "overlay/link_session.hpp"
+#include "overlay/links/link_session.hpp"
 #include "base/log_budget.hpp"
-#include "overlay/listener.hpp"
+#include "overlay/links/listener.hpp"
 #include "overlay/packet.hpp"
-#include "overlay/route_table.hpp"
-#include "overlay/ssh_session.hpp"
-#include "overlay/transport.hpp"
-#include "overlay/waiting_room.hpp"
+#include "overlay/routing/route_table.hpp"
+#include "overlay/transports/ssh_session.hpp"
+#include "overlay/transports/transport.hpp"
+#include "overlay/forwarding/waiting_room.hpp"
 
 namespace phoenix::overlay {
 

@@ -1,7 +1,7 @@
 // config_keys.cpp — validate(): what each row of kConfigKeys demands of its value.
 #include "phoenix/config_keys.hpp"
 
-#include "overlay/handshake.hpp"  // protection_mode_from
+#include "overlay/links/handshake.hpp"  // protection_mode_from
 
 namespace phoenix {
 namespace {

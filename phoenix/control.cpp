@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "overlay/frame.hpp"
+#include "overlay/links/frame.hpp"
 
 namespace phoenix {
 

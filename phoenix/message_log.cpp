@@ -6,7 +6,7 @@
 
 #include "phoenix/service_messages.hpp"
 
-#include "overlay/frame.hpp"
+#include "overlay/links/frame.hpp"
 
 namespace phoenix {
 

@@ -17,7 +17,7 @@
 
 #include "migration/log.hpp"
 #include "migration/message.hpp"
-#include "overlay/cluster_key.hpp"
+#include "overlay/links/cluster_key.hpp"
 #include "overlay/log.hpp"
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"

@@ -1,6 +1,6 @@
 // libFuzzer harness: frame authentication on arbitrary bytes. A decoder set up as a link's is after its
 // handshake (trailers on, the link buffer) reassembles the input, and every frame but a handshake frame is
-// checked against the keys of a real handshake the input cannot know, as overlay/connection.cpp checks it: no
+// checked against the keys of a real handshake the input cannot know, as overlay/links/connection.cpp checks it: no
 // input may crash the decoder or the check, and none may carry a tag that verifies.
 // Built with -fsanitize=fuzzer,address by clang (PHOENIX_BUILD_FUZZ), and as a corpus-replay test otherwise.
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <string_view>
 
-#include "overlay/frame.hpp"
-#include "overlay/frame_protection.hpp"
+#include "overlay/links/frame.hpp"
+#include "overlay/links/frame_protection.hpp"
 
 using namespace phoenix::overlay;
 

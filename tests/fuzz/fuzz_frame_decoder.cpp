@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "overlay/frame.hpp"
+#include "overlay/links/frame.hpp"
 
 using namespace phoenix::overlay;
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <string_view>
 
-#include "overlay/handshake.hpp"
+#include "overlay/links/handshake.hpp"
 
 using namespace phoenix::overlay;
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "overlay/route_message.hpp"
+#include "overlay/routing/route_message.hpp"
 
 using namespace phoenix::overlay;
 

@@ -6,12 +6,20 @@
 set(base_public "<phoenix/(bytes\\.hpp|interval\\.hpp|visibility\\.h)>")
 set(forbidden_in_base "\"(overlay|migration|phoenix|apps)/|<phoenix/")
 set(forbidden_in_overlay "\"(migration|phoenix|apps)/|<phoenix/")
+# Inside overlay/, the nouns point down too: links know nothing of transports, routing or forwarding, transports
+# only the connection they make, and none of them the overlay that wires them together.
+set(forbidden_in_overlay_links "${forbidden_in_overlay}|\"overlay/(overlay\\.hpp|transports/|routing/|forwarding/)")
+set(forbidden_in_overlay_transports "${forbidden_in_overlay}|\"overlay/(overlay\\.hpp|routing/|forwarding/)")
+set(forbidden_in_overlay_routing "${forbidden_in_overlay}|\"overlay/(overlay\\.hpp|links/|transports/|forwarding/|packet)")
+set(forbidden_in_overlay_forwarding "${forbidden_in_overlay}|\"overlay/(overlay\\.hpp|links/|transports/|routing/)")
 set(forbidden_in_migration "\"(overlay|phoenix|apps)/|<phoenix/")  # the protocol links base alone
 set(forbidden_in_phoenix "\"apps/")
 
 set(violations "")
-foreach(folder IN ITEMS base overlay migration phoenix)
-  set(forbidden "${forbidden_in_${folder}}")
+foreach(folder IN ITEMS base overlay overlay/links overlay/transports overlay/routing overlay/forwarding migration
+                        phoenix)
+  string(REPLACE "/" "_" key "${folder}")
+  set(forbidden "${forbidden_in_${key}}")
   file(GLOB_RECURSE sources "${SOURCE_DIR}/${folder}/*.hpp" "${SOURCE_DIR}/${folder}/*.cpp"
                             "${SOURCE_DIR}/${folder}/*.h")
   foreach(source IN LISTS sources)
@@ -27,4 +35,4 @@ endforeach()
 if(violations)
   message(FATAL_ERROR "includes that point up a layer:${violations}")
 endif()
-message(STATUS "every include of base/, overlay/, migration/ and phoenix/ points down")
+message(STATUS "every include of base/, overlay/ (and its nouns), migration/ and phoenix/ points down")

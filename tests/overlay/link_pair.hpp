@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "overlay/cluster_key.hpp"
+#include "overlay/links/cluster_key.hpp"
 #include "overlay/overlay.hpp"
 #include "security/tamper_proxy.hpp"
 #include "support/sshd.hpp"

@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include "overlay/route_message.hpp"
-#include "overlay/route_table.hpp"
+#include "overlay/routing/route_message.hpp"
+#include "overlay/routing/route_table.hpp"
 
 namespace phoenix::overlay::sim {
 

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "overlay/address.hpp"
+#include "overlay/transports/address.hpp"
 
 using namespace phoenix::overlay;
 

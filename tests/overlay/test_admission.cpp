@@ -1,10 +1,10 @@
-// The pure parts of the accept path (overlay/admission.hpp): backoff, handshake caps, log gate.
+// The pure parts of the accept path (overlay/links/admission.hpp): backoff, handshake caps, log gate.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <vector>
 
-#include "overlay/admission.hpp"
+#include "overlay/links/admission.hpp"
 
 using namespace phoenix::overlay;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-// Tests of overlay/cluster_key.hpp: loading the cluster key file (errors that name the fix), the public
+// Tests of overlay/links/cluster_key.hpp: loading the cluster key file (errors that name the fix), the public
 // development key, and two nodes that load one file completing a handshake.
 #include <doctest/doctest.h>
 
@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "overlay/cluster_key.hpp"
-#include "overlay/handshake.hpp"
+#include "overlay/links/cluster_key.hpp"
+#include "overlay/links/handshake.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace phoenix::overlay;

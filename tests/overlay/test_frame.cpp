@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "overlay/frame.hpp"
+#include "overlay/links/frame.hpp"
 
 using namespace phoenix::overlay;
 

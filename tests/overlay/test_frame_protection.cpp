@@ -1,4 +1,4 @@
-// Frame protection (overlay/frame_protection.hpp): the tag every frame after the handshake carries.
+// Frame protection (overlay/links/frame_protection.hpp): the tag every frame after the handshake carries.
 #include <doctest/doctest.h>
 #include <openssl/evp.h>
 
@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "overlay/frame.hpp"
-#include "overlay/frame_protection.hpp"
+#include "overlay/links/frame.hpp"
+#include "overlay/links/frame_protection.hpp"
 
 using namespace phoenix::overlay;
 namespace base = phoenix::base;

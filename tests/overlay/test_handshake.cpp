@@ -1,4 +1,4 @@
-// Tests of overlay/handshake.hpp (the cluster key files: test_cluster_key.cpp). Over 600 lines as one file: they
+// Tests of overlay/links/handshake.hpp (the cluster key files: test_cluster_key.cpp). Over 600 lines as one file: they
 // test one state machine (HELLO, AUTH, REFUSE, key derivation) through the fixtures and the independent HELLO
 // writer below, which every part uses.
 #include <doctest/doctest.h>
@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
-#include "overlay/cluster_key.hpp"
-#include "overlay/handshake.hpp"
+#include "overlay/links/cluster_key.hpp"
+#include "overlay/links/handshake.hpp"
 #include "base/wire.hpp"
 
 using namespace phoenix::overlay;

@@ -131,7 +131,7 @@ packet unrepeated(std::uint64_t dest, std::uint32_t i, std::size_t size) {
 }
 }  // namespace
 
-// Bodies of 64 KiB and more are written in slices (overlay/connection.cpp): sizes on both sides of the
+// Bodies of 64 KiB and more are written in slices (overlay/links/connection.cpp): sizes on both sides of the
 // threshold and of a slice's end, sent both ways at once among small messages, with frames protected and not.
 TEST_CASE_TEMPLATE("link conformance: bodies around the sizes where writing switches to slices arrive intact, in order",
                    Pair, LINK_TRANSPORTS) {

@@ -1,7 +1,7 @@
 // The reliable link layer: sequence numbers, cumulative acks, window, resending after a broken connection.
 #include <doctest/doctest.h>
 
-#include "overlay/link_session.hpp"
+#include "overlay/links/link_session.hpp"
 
 using namespace phoenix::overlay;
 

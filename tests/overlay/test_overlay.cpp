@@ -10,8 +10,8 @@
 #include <string>
 #include <thread>
 
-#include "overlay/cluster_key.hpp"
-#include "overlay/frame.hpp"
+#include "overlay/links/cluster_key.hpp"
+#include "overlay/links/frame.hpp"
 #include "overlay/overlay.hpp"
 
 using namespace phoenix::overlay;

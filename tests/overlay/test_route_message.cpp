@@ -1,9 +1,9 @@
-// Tests of overlay/route_message: layout, round trips, strict rejection, splitting.
+// Tests of overlay/routing/route_message: layout, round trips, strict rejection, splitting.
 #include <doctest/doctest.h>
 
 #include <random>
 
-#include "overlay/route_message.hpp"
+#include "overlay/routing/route_message.hpp"
 
 using namespace phoenix::overlay;
 

@@ -1,10 +1,10 @@
-// Tests of overlay/route_table: unit tests of each rule, then whole networks in tests/overlay/route_sim.hpp.
+// Tests of overlay/routing/route_table: unit tests of each rule, then whole networks in tests/overlay/route_sim.hpp.
 // Over 600 lines as one file: every case is one rule of one table, read best beside the others.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
-#include "overlay/route_table.hpp"
+#include "overlay/routing/route_table.hpp"
 #include "tests/overlay/route_sim.hpp"
 
 using namespace phoenix::overlay;

@@ -8,7 +8,7 @@
 #include <phoenix/node.hpp>
 #include <thread>
 
-#include "overlay/address.hpp"
+#include "overlay/transports/address.hpp"
 #include "support/log_capture.hpp"
 #include "support/nodes.hpp"
 #include "support/sshd.hpp"

@@ -1,7 +1,7 @@
 // The waiting room: packets that wait for a route, in arrival order, with each neighbour's share counted.
 #include <doctest/doctest.h>
 
-#include "overlay/waiting_room.hpp"
+#include "overlay/forwarding/waiting_room.hpp"
 
 using namespace phoenix::overlay;
 

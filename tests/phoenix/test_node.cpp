@@ -10,8 +10,8 @@
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
 
-#include "overlay/address.hpp"
-#include "overlay/frame.hpp"
+#include "overlay/transports/address.hpp"
+#include "overlay/links/frame.hpp"
 #include "overlay/log.hpp"
 #include "phoenix/message_log.hpp"
 #include "support/nodes.hpp"

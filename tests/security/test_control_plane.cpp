@@ -17,7 +17,7 @@
 #include <phoenix/node.hpp>
 #include <thread>
 
-#include "overlay/cluster_key.hpp"
+#include "overlay/links/cluster_key.hpp"
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"
 #include "phoenix/control_key_file.hpp"

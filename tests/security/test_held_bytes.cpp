@@ -12,7 +12,7 @@
 
 #include <phoenix/node.hpp>
 
-#include "overlay/cluster_key.hpp"
+#include "overlay/links/cluster_key.hpp"
 #include "overlay/overlay.hpp"
 #include "phoenix/service_messages.hpp"
 #include "support/nodes.hpp"

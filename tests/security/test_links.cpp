@@ -13,8 +13,8 @@
 
 #include <thread>
 
-#include "overlay/cluster_key.hpp"
-#include "overlay/handshake.hpp"
+#include "overlay/links/cluster_key.hpp"
+#include "overlay/links/handshake.hpp"
 #include "overlay/overlay.hpp"
 #include "security/tamper_proxy.hpp"
 

@@ -22,7 +22,7 @@
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 
-#include "overlay/cluster_key.hpp"
+#include "overlay/links/cluster_key.hpp"
 #include "overlay/log.hpp"
 #include "overlay/overlay.hpp"
 

@@ -9,7 +9,7 @@
 #include <limits>
 #include <memory>
 
-#include "overlay/cluster_key.hpp"
+#include "overlay/links/cluster_key.hpp"
 #include "overlay/overlay.hpp"
 
 using namespace phoenix::overlay;

@@ -1,4 +1,4 @@
-#include "overlay/waiting_room.hpp"
+#include "overlay/forwarding/waiting_room.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -1,5 +1,5 @@
-// overlay/handshake.cpp — see handshake.hpp for the protocol and the contract.
-#include "overlay/handshake.hpp"
+// overlay/links/handshake.cpp — see handshake.hpp for the protocol and the contract.
+#include "overlay/links/handshake.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

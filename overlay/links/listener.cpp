@@ -1,4 +1,4 @@
-#include "overlay/listener.hpp"
+#include "overlay/links/listener.hpp"
 
 #include "overlay/log.hpp"
 

@@ -1,4 +1,4 @@
-#include "overlay/connection.hpp"
+#include "overlay/links/connection.hpp"
 
 #include <spdlog/spdlog.h>
 

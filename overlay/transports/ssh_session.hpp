@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "overlay/address.hpp"
+#include "overlay/transports/address.hpp"
 
 // libssh2.h's types, without including it in every user of the overlay.
 struct _LIBSSH2_SESSION;

@@ -1,5 +1,5 @@
-// overlay/route_message.cpp — see route_message.hpp for the layout.
-#include "overlay/route_message.hpp"
+// overlay/routing/route_message.cpp — see route_message.hpp for the layout.
+#include "overlay/routing/route_message.hpp"
 
 #include <limits>
 

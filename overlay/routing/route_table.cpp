@@ -1,17 +1,17 @@
-// overlay/route_table.cpp — DSDV with Babel's feasibility condition. See route_table.hpp for the contract.
+// overlay/routing/route_table.cpp — DSDV with Babel's feasibility condition. See route_table.hpp for the contract.
 //
 // Why this is loop-free (RFC 8966 2.4): order (seqno, metric) pairs so that a newer seqno, or the same seqno
 // with a smaller metric, is "smaller". Each node keeps FD = the smallest pair it has advertised for a source
 // (it only ever shrinks) and selects only routes whose advertised pair is strictly smaller than FD. If x routes
 // via y, then FD(y) <= (what y advertised to x) < FD(x); FDs strictly shrink along any next-hop chain, so a
 // chain cannot come back to where it started, even while updates are in flight.
-#include "overlay/route_table.hpp"
+#include "overlay/routing/route_table.hpp"
 
 #include <algorithm>
 #include <iterator>
 #include <limits>
 
-#include "overlay/seqno.hpp"
+#include "overlay/routing/seqno.hpp"
 
 namespace phoenix::overlay {
 namespace {

@@ -1,4 +1,4 @@
-// overlay/frame_protection.hpp — the tag every frame carries after the handshake.
+// overlay/links/frame_protection.hpp — the tag every frame carries after the handshake.
 //
 // With protection on, each frame after AUTH ends in a 16-byte AES-256-GMAC tag (AES-GCM with the frame as
 // additional data and nothing encrypted) over the frame header and payload, keyed per direction with the keys
@@ -26,7 +26,7 @@
 #include <memory>
 #include <span>
 
-#include "overlay/handshake.hpp"
+#include "overlay/links/handshake.hpp"
 
 struct evp_cipher_ctx_st;
 struct gcm128_context;

@@ -14,7 +14,7 @@
 
 #include <asio.hpp>
 
-#include "overlay/admission.hpp"
+#include "overlay/links/admission.hpp"
 #include "base/log_budget.hpp"
 
 namespace phoenix::overlay {

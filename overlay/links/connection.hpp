@@ -29,10 +29,10 @@
 
 #include <asio.hpp>
 
-#include "overlay/frame.hpp"
-#include "overlay/frame_protection.hpp"
-#include "overlay/handshake.hpp"
-#include "overlay/link_session.hpp"
+#include "overlay/links/frame.hpp"
+#include "overlay/links/frame_protection.hpp"
+#include "overlay/links/handshake.hpp"
+#include "overlay/links/link_session.hpp"
 #include "overlay/packet.hpp"
 
 namespace phoenix::overlay {

@@ -1,4 +1,4 @@
-// overlay/seqno.hpp — DSDV destination sequence numbers: even ones a source issues, odd ones mark a route
+// overlay/routing/seqno.hpp — DSDV destination sequence numbers: even ones a source issues, odd ones mark a route
 // someone found broken. Internal to route_table (route_table.cpp, route_input.cpp).
 //
 // All saturate below max_plausible_seqno (route_table.hpp), so nothing this node originates is ever beyond
@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "overlay/route_table.hpp"
+#include "overlay/routing/route_table.hpp"
 
 namespace phoenix::overlay::seqno {
 

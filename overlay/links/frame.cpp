@@ -1,4 +1,4 @@
-#include "overlay/frame.hpp"
+#include "overlay/links/frame.hpp"
 
 #include <algorithm>
 #include <cstring>

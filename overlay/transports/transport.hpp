@@ -1,4 +1,4 @@
-// overlay/transport.hpp — how a link reaches a peer: one transport per address scheme (tcp://, ssh://).
+// overlay/transports/transport.hpp — how a link reaches a peer: one transport per address scheme (tcp://, ssh://).
 //
 // A transport turns an address into a connection that has not begun its handshake (over a TCP socket, over a
 // channel through an SSH gateway), or into a failure, which the overlay logs and retries. Everything above the
@@ -15,9 +15,9 @@
 
 #include <asio.hpp>
 
-#include "overlay/address.hpp"
-#include "overlay/connection.hpp"
-#include "overlay/ssh_session.hpp"
+#include "overlay/transports/address.hpp"
+#include "overlay/links/connection.hpp"
+#include "overlay/transports/ssh_session.hpp"
 
 namespace phoenix::overlay {
 

@@ -1,5 +1,5 @@
-// overlay/frame_protection.cpp — see frame_protection.hpp.
-#include "overlay/frame_protection.hpp"
+// overlay/links/frame_protection.cpp — see frame_protection.hpp.
+#include "overlay/links/frame_protection.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "overlay/frame.hpp"
+#include "overlay/links/frame.hpp"
 
 namespace phoenix::overlay {
 namespace {

@@ -1,4 +1,4 @@
-#include "overlay/link_session.hpp"
+#include "overlay/links/link_session.hpp"
 
 #include <algorithm>
 

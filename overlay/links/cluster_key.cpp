@@ -1,5 +1,5 @@
-// overlay/cluster_key.cpp — see cluster_key.hpp.
-#include "overlay/cluster_key.hpp"
+// overlay/links/cluster_key.cpp — see cluster_key.hpp.
+#include "overlay/links/cluster_key.hpp"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>

@@ -1,4 +1,4 @@
-// overlay/handshake.hpp — the link handshake: both ends prove knowledge of the shared cluster key, agree on the
+// overlay/links/handshake.hpp — the link handshake: both ends prove knowledge of the shared cluster key, agree on the
 // connection's roles and frame protection, and derive the keys that protect every frame after it.
 //
 // Contract:

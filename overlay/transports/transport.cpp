@@ -1,7 +1,7 @@
-// overlay/transport.cpp — the tcp and ssh transports (transport.hpp).
-#include "overlay/transport.hpp"
+// overlay/transports/transport.cpp — the tcp and ssh transports (transport.hpp).
+#include "overlay/transports/transport.hpp"
 
-#include "overlay/ssh_connection.hpp"
+#include "overlay/transports/ssh_connection.hpp"
 
 namespace phoenix::overlay {
 

@@ -1,7 +1,7 @@
-// overlay/ssh_session.cpp — one SSH connection to a gateway: its TCP socket, the handshake, the host key check,
+// overlay/transports/ssh_session.cpp — one SSH connection to a gateway: its TCP socket, the handshake, the host key check,
 // authentication, and the rounds of libssh2 calls that move every channel of it (ssh_session.hpp); the
 // channels themselves are in ssh_channel.cpp.
-#include "overlay/ssh_session.hpp"
+#include "overlay/transports/ssh_session.hpp"
 
 #include <fcntl.h>
 #include <libssh2.h>
@@ -17,7 +17,7 @@
 #include <mutex>
 
 #include "overlay/log.hpp"
-#include "overlay/ssh_known_hosts.hpp"
+#include "overlay/transports/ssh_known_hosts.hpp"
 
 namespace phoenix::overlay {
 

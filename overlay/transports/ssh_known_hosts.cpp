@@ -1,6 +1,6 @@
 // ssh_known_hosts.cpp — an SSH gateway's host key against known_hosts, as OpenSSH checks it
 // (ssh_known_hosts.hpp).
-#include "overlay/ssh_known_hosts.hpp"
+#include "overlay/transports/ssh_known_hosts.hpp"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

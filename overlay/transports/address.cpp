@@ -1,4 +1,4 @@
-#include "overlay/address.hpp"
+#include "overlay/transports/address.hpp"
 
 #include <charconv>
 

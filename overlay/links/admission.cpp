@@ -1,4 +1,4 @@
-#include "overlay/admission.hpp"
+#include "overlay/links/admission.hpp"
 
 #include <algorithm>
 #include <utility>

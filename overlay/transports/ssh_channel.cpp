@@ -1,11 +1,11 @@
-// overlay/ssh_channel.cpp — one direct-tcpip channel of an SSH session: a byte stream whose reads and writes
+// overlay/transports/ssh_channel.cpp — one direct-tcpip channel of an SSH session: a byte stream whose reads and writes
 // move when the session's rounds of libssh2 calls step them (ssh_session.hpp).
 #include <libssh2.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "overlay/ssh_session.hpp"
+#include "overlay/transports/ssh_session.hpp"
 
 namespace phoenix::overlay {
 

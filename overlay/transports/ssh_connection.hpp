@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "overlay/connection.hpp"
-#include "overlay/ssh_session.hpp"
+#include "overlay/links/connection.hpp"
+#include "overlay/transports/ssh_session.hpp"
 
 namespace phoenix::overlay {
 

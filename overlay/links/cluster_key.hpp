@@ -1,4 +1,4 @@
-// overlay/cluster_key.hpp — the shared secret every node of a cluster uses to authenticate its links.
+// overlay/links/cluster_key.hpp — the shared secret every node of a cluster uses to authenticate its links.
 //
 // Contract:
 //  * load_cluster_key() reads the whole file; the key is the file's bytes (not decoded: a base64 line from
