@@ -39,8 +39,7 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
   const bool spin = !ok && deadline > started && should_spin();
   auto spin_until = spin ? started + spin_time : started;
   bool direct = spin && direct_.begin && direct_.begin();
-  if (direct_open_ && !direct) direct_.end();  // the event loop is about to run: it reads every link again
-  direct_open_ = false;
+  settle_direct(direct);
   unsigned looks = 0;
   // Even a deadline already passed (try_recv, poll) gives the network one non-blocking turn: an application that
   // only ever polls between pieces of work keeps the background thread away (linger_time), so without this turn
@@ -58,17 +57,20 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
     turned = true;
     bool busy = false;  // handlers ran: traffic is flowing
     if (app_wanting_.load(std::memory_order_relaxed) > 0) {
-      // Another application thread wants the token (say, to send): let it in, then carry on.
+      // Another application thread wants the token (say, to send): let it in, then carry on. It may give the
+      // link read directly back to the event loop meanwhile, or read it directly itself.
       release();
       std::this_thread::yield();
       acquire();
+      direct = direct && direct_open_;
+      settle_direct(direct);
     } else if (now < spin_until) {
       std::size_t ran = 0;
       if (direct && looks++ % event_loop_every != 0) {
         ran = direct_.read();
         if (ran == direct_reads::stopped) {
-          direct_.end();
           direct = false;
+          settle_direct(direct);
           continue;
         }
         if (ran == 0) {
@@ -86,10 +88,8 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
       }
       busy = ran > 0;
     } else {
-      if (direct) {
-        direct_.end();  // blocking: the event loop must read every link again
-        direct = false;
-      }
+      direct = false;  // blocking: the event loop must read every link again
+      settle_direct(direct);
       io_.run_one_for(std::min<clock::duration>(deadline - now, std::chrono::milliseconds(20)));
     }
     ok = done();
@@ -99,13 +99,21 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
     // completion), and counting from before it would end the spin at once.
     if (busy && !ok) spin_until = std::min(clock::now() + busy_spin_time, started + busy_spin_limit);
   }
-  // The link read directly goes back to the event loop only when the loop next runs (direct_open_): the thread
-  // that found its message returns to the application at once, and one that comes back to wait keeps reading.
-  direct_open_ = direct;
+  // The link read directly goes back to the event loop only when the loop next runs (direct_open_ stays
+  // set): the thread that found its message returns to the application at once, and one that comes back to
+  // wait keeps reading.
   const auto ended = clock::now();
   if (spin) spin_misses_ = ok && ended <= spin_until ? 0 : std::min(spin_misses_ + 1, max_spin_misses);
   release(ended);
   return ok;
+}
+
+// Whether the link read directly stays so (`direct`: this thread reads it), else gives it back to the event
+// loop, which this thread may run next. Called holding the token whenever `direct` may have changed: direct_open_
+// tells every thread that takes the token after this one.
+void progress_engine::settle_direct(bool direct) {
+  if (direct_open_ && !direct) direct_.end();
+  direct_open_ = direct;
 }
 
 // Nothing was ready: now and then yield, in case the thread we wait for (the peer process, say) shares this
@@ -161,10 +169,7 @@ void progress_engine::background_loop() {
     }
     nap = linger_time;
     background_driving_.store(true, std::memory_order_release);
-    if (direct_open_) {  // the event loop reads every link again
-      direct_.end();
-      direct_open_ = false;
-    }
+    settle_direct(false);  // the event loop reads every link again
     if (io_.run_one_for(std::chrono::milliseconds(100))) poll_some();  // a batch of what is ready, then let go
     background_driving_.store(false, std::memory_order_release);
     token_.unlock();

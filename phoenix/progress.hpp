@@ -106,6 +106,7 @@ class progress_engine {
   void release(clock::time_point now = clock::now());  // `now`: when the application left the API
   void background_loop();
   bool should_spin();
+  void settle_direct(bool direct);
   void note_empty(unsigned& empty_polls);
   static constexpr unsigned max_spin_misses = 4;
   static constexpr unsigned spin_probe_every = 16;
@@ -128,8 +129,9 @@ class progress_engine {
   std::atomic<bool> background_driving_{false};
   std::thread background_;
   direct_reads direct_;
-  // The last spin ended reading a link directly and did not give it back (direct_.end): whoever runs the event
-  // loop next does that first, unless it is a spin that reads the same link again. Touched holding the token.
+  // A link is read directly and was not given back (direct_.end): by the spin that holds the token, or by one
+  // that let the token go (it ended, or let another thread in). Whoever runs the event loop next without
+  // reading it directly gives it back first (settle_direct). Touched holding the token.
   bool direct_open_ = false;
   // Waits in a row whose spin ended without the message, and blocked waits since the last spin (should_spin);
   // touched holding the token.

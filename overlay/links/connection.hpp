@@ -127,9 +127,9 @@ class connection : public std::enable_shared_from_this<connection> {
   //                   or direct_reads_stopped once the read began a large body: the event loop reads the
   //                   rest, since non-blocking reads repeated on a socket the sender is filling contend for
   //                   the socket's lock (docs/overlay.md, "Direct reads");
-  //   end_direct()    gives reading back to the event loop by a posted handler, so that the thread that
-  //                   found its message pays nothing for it now; a begin_direct() before that handler ran
-  //                   takes the link back at no cost (the usual case of a thread that replies and waits).
+  //   end_direct()    gives reading back to the event loop by a posted handler; the progress engine calls it
+  //                   only when it is about to run the loop without reading this link directly, and a
+  //                   begin_direct() before the handler ran takes the link back at no cost.
   static constexpr std::size_t direct_reads_stopped = std::numeric_limits<std::size_t>::max();
   bool begin_direct();
   std::size_t read_direct();

@@ -5,6 +5,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <map>
+#include <optional>
 #include <thread>
 
 #include <phoenix/config.hpp>
@@ -161,6 +162,49 @@ TEST_CASE("node: an application that only polls with try_recv between pieces of 
   }
   REQUIRE(got);
   CHECK(payload_of(*got) == "polled");
+}
+
+// One thread ping-pongs (its waits spin, reading the link directly); another waits meanwhile without spinning,
+// for a message over the same link that comes only after the ping-pong ended. The spinning thread lets the
+// waiting one in and out of the token on every round, and leaves the link read directly when it is done: the
+// waiting thread must give it back to the event loop before it blocks again, or it never sees its message.
+TEST_CASE("node: a thread blocked in recv gets a message over a link that another thread read directly") {
+  two_nodes t;
+  Node& a = t.a;
+  Node& b = t.b;
+  REQUIRE_FALSE(a.assume({0, 1}));
+  REQUIRE_FALSE(b.assume({1, 2}));
+  expect_delivery(a, b, 1, "route b");
+  expect_delivery(b, a, 0, "route a");
+
+  constexpr int rounds = 200;
+  std::thread echo([&b] {
+    for (int i = 0; i < rounds; ++i) {
+      auto m = b.recv_for(1, 5s);
+      if (!m) return;
+      const std::string text = payload_of(*m);
+      if (b.send(0, 1, text.data(), text.size())) return;
+    }
+  });
+  std::optional<phoenix::Message> late;
+  std::thread waiter([&a, &late] { late = a.recv_for(3, 10s); });
+  std::this_thread::sleep_for(50ms);  // the waiter is past its spin and blocks in the event loop
+
+  int answered = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const std::string text = std::to_string(i);
+    REQUIRE_FALSE(a.send(1, 1, text.data(), text.size()));
+    const auto m = a.recv_for(1, 5s);
+    if (m && payload_of(*m) == text) ++answered;
+  }
+  echo.join();
+  CHECK(answered == rounds);
+
+  const std::string text = "after the ping-pong";
+  REQUIRE_FALSE(b.send(0, 3, text.data(), text.size()));
+  waiter.join();
+  REQUIRE(late);
+  CHECK(payload_of(*late) == text);
 }
 
 TEST_CASE("node: send(Bytes&&) hands the buffer over without a copy, refused, it leaves the buffer alone") {
