@@ -1,7 +1,7 @@
 // bench/routing_scale.cpp — routing_scale: how the overlay's routing (DSDV with Babel's feasibility condition,
-// overlay/routing/route_table.hpp) scales with the number of nodes. README.md, section "routing_scale", says what each
-// figure means and how it grows. Over 600 lines as one file: one program, its topologies, measurements and
-// table, each case forked from the same harness.
+// overlay/routing/route_table.hpp) scales with the number of nodes. README.md, section "routing_scale", says
+// what each figure means and how it grows. Over 600 lines as one file: one program, its topologies,
+// measurements and table, each case forked from the same harness.
 //
 // N overlays live in one process on one io_context driven by one thread, linked by connect_local (the real
 // framing and handshake over local socket pairs) as a line, a ring or a random 4-regular graph. Per case:

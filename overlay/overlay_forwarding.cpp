@@ -1,6 +1,6 @@
-// overlay_forwarding.cpp — the overlay's messages: the bound on waiting bytes, delivery to this node, forwarding
-// to the next hop, and packets held while no route or no hop budget lets them go on (overlay.hpp; docs/overlay.md,
-// "Waiting messages and back-pressure").
+// overlay_forwarding.cpp — the overlay's messages: the bound on waiting bytes, delivery to this node,
+// forwarding to the next hop, and packets held while no route or no hop budget lets them go on (overlay.hpp;
+// docs/overlay.md, "Waiting messages and back-pressure").
 #include "overlay/overlay.hpp"
 
 #include <algorithm>

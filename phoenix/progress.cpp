@@ -109,8 +109,8 @@ bool progress_engine::drive_until(const std::function<bool()>& done, clock::time
 }
 
 // Whether the link read directly stays so (`direct`: this thread reads it), else gives it back to the event
-// loop, which this thread may run next. Called holding the token whenever `direct` may have changed: direct_open_
-// tells every thread that takes the token after this one.
+// loop, which this thread may run next. Called holding the token whenever `direct` may have changed:
+// direct_open_ tells every thread that takes the token after this one.
 void progress_engine::settle_direct(bool direct) {
   if (direct_open_ && !direct) direct_.end();
   direct_open_ = direct;

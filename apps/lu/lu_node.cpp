@@ -1,7 +1,8 @@
-// apps/lu/lu_node.cpp — the node process of an LU run under the launcher (lu.hpp, phoenix/launch/app_cluster.hpp)
-// or started by the shell (phoenix/launch/spawned_node.hpp): makes the node, assumes everything (the first node,
-// which creates every block), joins or resumes, handles messages until the run is over, and leaves when told,
-// its blocks going to a neighbour with their state, or suspends when told, its blocks going to a file.
+// apps/lu/lu_node.cpp — the node process of an LU run under the launcher (lu.hpp,
+// phoenix/launch/app_cluster.hpp) or started by the shell (phoenix/launch/spawned_node.hpp): makes the node,
+// assumes everything (the first node, which creates every block), joins or resumes, handles messages until the
+// run is over, and leaves when told, its blocks going to a neighbour with their state, or suspends when told,
+// its blocks going to a file.
 #include <chrono>
 #include <cstdlib>
 #include <phoenix/node.hpp>

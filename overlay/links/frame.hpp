@@ -12,8 +12,9 @@
 //
 // Until a link is authenticated its frames may not exceed max_handshake_payload, and the decoder buffers at
 // most handshake_buffer_bytes; after that the node's configured maximum applies. Frames after the handshake may
-// end in a trailer (the frame_protection tag), counted in the header's length. A frame over the limit, with a wrong magic, another version or an unknown type
-// is a protocol error: the link is closed (the caller logs it) and the node goes on serving its other links.
+// end in a trailer (the frame_protection tag), counted in the header's length. A frame over the limit, with a
+// wrong magic, another version or an unknown type is a protocol error: the link is closed (the caller logs it)
+// and the node goes on serving its other links.
 //
 // frame_decoder reassembles frames from a byte stream without I/O of its own: the connection reads into the
 // span prepare() gives and commit()s what arrived. Large data bodies are read straight into their own buffer,

@@ -1,5 +1,5 @@
-// overlay/links/handshake.hpp — the link handshake: both ends prove knowledge of the shared cluster key, agree on the
-// connection's roles and frame protection, and derive the keys that protect every frame after it.
+// overlay/links/handshake.hpp — the link handshake: both ends prove knowledge of the shared cluster key, agree
+// on the connection's roles and frame protection, and derive the keys that protect every frame after it.
 //
 // Contract:
 //  * A pure state machine: no I/O, no clock, no threads. The caller moves payloads between it and the socket;

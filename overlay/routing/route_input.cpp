@@ -1,4 +1,5 @@
-// overlay/routing/route_input.cpp — what a neighbour tells the routing table: updates and seqno requests, checked first.
+// overlay/routing/route_input.cpp — what a neighbour tells the routing table: updates and seqno requests,
+// checked first.
 //
 // A neighbour holds the cluster key, but that does not make what it says true. Before anything reaches the
 // table, each entry and request passes these checks; what fails one is ignored (never the whole frame: the

@@ -1,4 +1,5 @@
-// overlay/routing/route_message.hpp — wire codec for the payloads of routing frames (updates and seqno requests).
+// overlay/routing/route_message.hpp — wire codec for the payloads of routing frames (updates and seqno
+// requests).
 //
 // Explicit little-endian, no padding, strict decoding: anything but exactly one well-formed payload is
 // rejected. Decoders are meant to face hostile input (they are fuzzed): no UB, and nothing is allocated in

@@ -1,4 +1,5 @@
-// overlay/routing/route_table.cpp — DSDV with Babel's feasibility condition. See route_table.hpp for the contract.
+// overlay/routing/route_table.cpp — DSDV with Babel's feasibility condition. See route_table.hpp for the
+// contract.
 //
 // Why this is loop-free (RFC 8966 2.4): order (seqno, metric) pairs so that a newer seqno, or the same seqno
 // with a smaller metric, is "smaller". Each node keeps FD = the smallest pair it has advertised for a source

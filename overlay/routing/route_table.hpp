@@ -1,5 +1,5 @@
-// overlay/routing/route_table.hpp — the overlay's routing table: DSDV (Perkins & Bhagwat, SIGCOMM'94) made loop-free
-// with Babel's feasibility condition (RFC 8966 2.4, 3.5.1, 3.7-3.8).
+// overlay/routing/route_table.hpp — the overlay's routing table: DSDV (Perkins & Bhagwat, SIGCOMM'94) made
+// loop-free with Babel's feasibility condition (RFC 8966 2.4, 3.5.1, 3.7-3.8).
 //
 // Every node originates one source (itself): its resource name plus the intervals of the virtual node space
 // it assumes, stamped with a destination sequence number only it increments (even; an odd seqno is DSDV's mark

@@ -1,5 +1,5 @@
-// overlay/routing/seqno.hpp — DSDV destination sequence numbers: even ones a source issues, odd ones mark a route
-// someone found broken. Internal to route_table (route_table.cpp, route_input.cpp).
+// overlay/routing/seqno.hpp — DSDV destination sequence numbers: even ones a source issues, odd ones mark a
+// route someone found broken. Internal to route_table (route_table.cpp, route_input.cpp).
 //
 // All saturate below max_plausible_seqno (route_table.hpp), so nothing this node originates is ever beyond
 // what its neighbours accept, and a hostile seqno cannot wrap anything back to 0.

@@ -1,5 +1,5 @@
-// overlay/transports/ssh_channel.cpp — one direct-tcpip channel of an SSH session: a byte stream whose reads and writes
-// move when the session's rounds of libssh2 calls step them (ssh_session.hpp).
+// overlay/transports/ssh_channel.cpp — one direct-tcpip channel of an SSH session: a byte stream whose reads
+// and writes move when the session's rounds of libssh2 calls step them (ssh_session.hpp).
 #include <libssh2.h>
 
 #include <algorithm>

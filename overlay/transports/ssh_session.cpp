@@ -1,6 +1,6 @@
-// overlay/transports/ssh_session.cpp — one SSH connection to a gateway: its TCP socket, the handshake, the host key check,
-// authentication, and the rounds of libssh2 calls that move every channel of it (ssh_session.hpp); the
-// channels themselves are in ssh_channel.cpp.
+// overlay/transports/ssh_session.cpp — one SSH connection to a gateway: its TCP socket, the handshake, the host
+// key check, authentication, and the rounds of libssh2 calls that move every channel of it (ssh_session.hpp);
+// the channels themselves are in ssh_channel.cpp.
 #include "overlay/transports/ssh_session.hpp"
 
 #include <fcntl.h>

@@ -1,4 +1,5 @@
-// overlay/transports/transport.hpp — how a link reaches a peer: one transport per address scheme (tcp://, ssh://).
+// overlay/transports/transport.hpp — how a link reaches a peer: one transport per address scheme (tcp://,
+// ssh://).
 //
 // A transport turns an address into a connection that has not begun its handshake (over a TCP socket, over a
 // channel through an SSH gateway), or into a failure, which the overlay logs and retries. Everything above the
@@ -56,8 +57,8 @@ class tcp_transport final : public transport {
   transport_context c_;
 };
 
-// ssh://[user@]gateway[:port]/host:port: a direct-tcpip channel of the SSH session to the gateway, shared by every
-// link through the same gateway and user. A failed session is replaced at the next dial.
+// ssh://[user@]gateway[:port]/host:port: a direct-tcpip channel of the SSH session to the gateway, shared by
+// every link through the same gateway and user. A failed session is replaced at the next dial.
 class ssh_transport final : public transport {
  public:
   ssh_transport(transport_context c, ssh_options options, std::string node_name)

@@ -1,4 +1,5 @@
-// phoenix/launch/app_cluster.hpp — runs one application on local node processes that join and leave while it runs.
+// phoenix/launch/app_cluster.hpp — runs one application on local node processes that join and leave while it
+// runs.
 //
 // The launcher forks node processes on 127.0.0.1 (phoenix/launch/process_group.hpp). The first assumes the whole
 // virtual node space; every later one links to every node present and obtains an interval with ph_join. At the

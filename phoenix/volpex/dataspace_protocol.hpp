@@ -1,4 +1,5 @@
-// dataspace_protocol.hpp — the dataspace's messages between replicas and the nodes that serve tags (docs/volpex.md).
+// dataspace_protocol.hpp — the dataspace's messages between replicas and the nodes that serve tags
+// (docs/volpex.md).
 //
 // A request goes to the tag's virtual node with request_tag; the answer to the asking replica's resource name
 // with reply_tag. Both start with a version byte; integers are little-endian (base/wire.hpp).

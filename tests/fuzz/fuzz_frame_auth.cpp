@@ -1,8 +1,8 @@
 // libFuzzer harness: frame authentication on arbitrary bytes. A decoder set up as a link's is after its
 // handshake (trailers on, the link buffer) reassembles the input, and every frame but a handshake frame is
-// checked against the keys of a real handshake the input cannot know, as overlay/links/connection.cpp checks it: no
-// input may crash the decoder or the check, and none may carry a tag that verifies.
-// Built with -fsanitize=fuzzer,address by clang (PHOENIX_BUILD_FUZZ), and as a corpus-replay test otherwise.
+// checked against the keys of a real handshake the input cannot know, as overlay/links/connection.cpp checks
+// it: no input may crash the decoder or the check, and none may carry a tag that verifies. Built with
+// -fsanitize=fuzzer,address by clang (PHOENIX_BUILD_FUZZ), and as a corpus-replay test otherwise.
 #include <algorithm>
 #include <array>
 #include <cstddef>

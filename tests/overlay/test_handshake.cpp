@@ -1,6 +1,6 @@
-// Tests of overlay/links/handshake.hpp (the cluster key files: test_cluster_key.cpp). Over 600 lines as one file: they
-// test one state machine (HELLO, AUTH, REFUSE, key derivation) through the fixtures and the independent HELLO
-// writer below, which every part uses.
+// Tests of overlay/links/handshake.hpp (the cluster key files: test_cluster_key.cpp). Over 600 lines as one
+// file: they test one state machine (HELLO, AUTH, REFUSE, key derivation) through the fixtures and the
+// independent HELLO writer below, which every part uses.
 #include <doctest/doctest.h>
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -1,5 +1,6 @@
-// Tests of overlay/routing/route_table: unit tests of each rule, then whole networks in tests/overlay/route_sim.hpp.
-// Over 600 lines as one file: every case is one rule of one table, read best beside the others.
+// Tests of overlay/routing/route_table: unit tests of each rule, then whole networks in
+// tests/overlay/route_sim.hpp. Over 600 lines as one file: every case is one rule of one table, read best
+// beside the others.
 #include <doctest/doctest.h>
 
 #include <algorithm>

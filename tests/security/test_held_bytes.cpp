@@ -178,7 +178,8 @@ TEST_CASE("resources: messages with a tag nothing can receive are dropped and co
   REQUIRE_FALSE(sender.initialize("tcp://127.0.0.1:0"));
   REQUIRE_FALSE(sender.add_port(receiver.local_port()));
 
-  // A key holder running phoenix sends what no application or service can receive: tag INT_MIN, and the one below the services'.
+  // A key holder running phoenix sends what no application or service can receive: tag INT_MIN, and the one
+  // below the services'.
   constexpr int count = 50;
   for (int i = 0; i < count; ++i) {
     phoenix::Bytes body(body_bytes);

@@ -86,7 +86,8 @@ struct RoutingSnapshot {
   std::vector<vp_t> waiting_for;    // what they wait for: distinct destinations, the first 16
   std::uint64_t links_lost = 0;        // times an established link broke since initialize
   std::uint64_t out_of_hops = 0;       // packets that used up their hop limit here (held, then re-routed)
-  // Migration (docs/migration.md): this node's lock, who holds it, and whether an attempt of its own is under way.
+  // Migration (docs/migration.md): this node's lock, who holds it, and whether an attempt of its own is under
+  // way.
   bool migration_locked = false;
   vp_t migration_lock_holder = 0;
   bool migration_attempting = false;
