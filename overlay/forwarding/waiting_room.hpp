@@ -1,7 +1,7 @@
 // waiting_room.hpp — the packets that wait at this node for a route: nobody assumes their destination yet, the
 // route is not known yet, or they used up their hops. Kept in arrival order, never dropped, with what each
 // neighbour put here. No I/O and no clock: the overlay decides when they are routed again (take_all) and what
-// a neighbour's share over its bound costs it (its acks are held back: overlay::hold).
+// a neighbour's share over its bound costs it (its acks are held back: forwarder::hold).
 #pragma once
 
 #include <cstddef>

@@ -16,13 +16,9 @@ set(forbidden_in_migration "\"(overlay|phoenix|apps)/|<phoenix/")  # the protoco
 set(forbidden_in_phoenix "\"apps/")
 
 set(violations "")
-foreach(folder IN ITEMS base overlay overlay/links overlay/transports overlay/routing overlay/forwarding migration
-                        phoenix)
-  string(REPLACE "/" "_" key "${folder}")
-  set(forbidden "${forbidden_in_${key}}")
-  file(GLOB_RECURSE sources "${SOURCE_DIR}/${folder}/*.hpp" "${SOURCE_DIR}/${folder}/*.cpp"
-                            "${SOURCE_DIR}/${folder}/*.h")
-  foreach(source IN LISTS sources)
+# Appends to `violations` each include of `sources` that matches `forbidden` (base's public headers excepted).
+function(check_includes forbidden)
+  foreach(source IN LISTS ARGN)
     file(STRINGS "${source}" includes REGEX "^#include ")
     foreach(line IN LISTS includes)
       if(line MATCHES "^#include (${forbidden})" AND NOT line MATCHES "^#include ${base_public}")
@@ -31,8 +27,34 @@ foreach(folder IN ITEMS base overlay overlay/links overlay/transports overlay/ro
       endif()
     endforeach()
   endforeach()
+  set(violations "${violations}" PARENT_SCOPE)
+endfunction()
+
+foreach(folder IN ITEMS base overlay overlay/links overlay/transports overlay/routing overlay/forwarding migration
+                        phoenix)
+  string(REPLACE "/" "_" key "${folder}")
+  file(GLOB_RECURSE sources "${SOURCE_DIR}/${folder}/*.hpp" "${SOURCE_DIR}/${folder}/*.cpp"
+                            "${SOURCE_DIR}/${folder}/*.h")
+  check_includes("${forbidden_in_${key}}" ${sources})
 endforeach()
+
+# At the top of overlay/, the classes that run those nouns each wire only the ones before them: link_manager,
+# routing_driver, forwarder, departure, and the overlay facade over all.
+set(overlay_drivers link_manager routing_driver forwarder departure overlay)
+list(LENGTH overlay_drivers count)
+foreach(index RANGE 0 ${count})
+  math(EXPR next "${index} + 1")
+  if(next GREATER_EQUAL count)
+    break()
+  endif()
+  list(GET overlay_drivers ${index} driver)
+  list(SUBLIST overlay_drivers ${next} -1 above)
+  list(JOIN above "|" above)
+  check_includes("\"overlay/(${above})\\.hpp\"" "${SOURCE_DIR}/overlay/${driver}.hpp"
+                 "${SOURCE_DIR}/overlay/${driver}.cpp")
+endforeach()
+
 if(violations)
   message(FATAL_ERROR "includes that point up a layer:${violations}")
 endif()
-message(STATUS "every include of base/, overlay/ (and its nouns), migration/ and phoenix/ points down")
+message(STATUS "every include of base/, overlay/ (its nouns and drivers), migration/ and phoenix/ points down")

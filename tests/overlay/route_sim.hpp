@@ -12,7 +12,7 @@
 // loop_violation() is the full scan, for tests to call at any time.
 //
 // Options: lossy links (loop freedom must not depend on delivery), and link-up dumps sent to the new
-// neighbour only, as overlay.cpp does.
+// neighbour only (routing_driver.cpp sends the full dump that a link-up makes due to every neighbour).
 #pragma once
 
 #include <algorithm>
@@ -39,7 +39,7 @@ struct sim_options {
   std::size_t max_payload = 600;  // small, so that full dumps of bigger nets are split
   std::uint64_t seed = 1;
   unsigned loss_per_mille = 0;  // frames dropped at random (still FIFO for the rest); 0 for reliable links
-  // On link-up, send a full dump to the new neighbour only (as overlay.cpp does) instead of to everyone.
+  // On link-up, also send a full dump to the new neighbour at once, before the one due to everyone.
   bool dump_to_new_neighbour_only = false;
 };
 

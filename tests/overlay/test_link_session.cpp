@@ -96,7 +96,7 @@ TEST_CASE("link_session: the ack to send is the last number received in order, a
   CHECK(a.unacked_count() == 2);
   b.note_ack_sent(b.ack_to_send());
   CHECK_FALSE(b.ack_owed());
-  // Held back (overlay::hold), the ack stays at the last one sent while more arrives.
+  // Held back (forwarder::hold), the ack stays at the last one sent while more arrives.
   b.hold_acks(true);
   REQUIRE(b.on_receive(seqs[3]) == link_session::receipt::accept);
   CHECK(b.ack_to_send() == seqs[2]);

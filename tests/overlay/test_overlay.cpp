@@ -281,7 +281,7 @@ TEST_CASE("overlay: a leaver counts a neighbour's silence from its goodbye, not 
 namespace {
 
 // A hub and a stream of visitors, each its own resource name, linked to the hub in-process one at a time: what
-// a key holder that makes up names does. The hub sweeps its neighbour records on its routing timer.
+// a key holder that makes up names does. The hub looks at its neighbour records four times per expiry.
 struct hub_and_visitors {
   asio::io_context io;
   std::deque<packet> hub_inbox;
@@ -295,7 +295,6 @@ struct hub_and_visitors {
     c.max_neighbours = max_neighbours;
     c.neighbour_expiry = expiry;
     c.retry_interval = retry;
-    c.full_dump_interval = 50ms;  // the routing timer, which forgets expired records, runs at least this often
     hub = std::make_unique<overlay>(io, c, L + 1, [this](packet&& p) { hub_inbox.push_back(std::move(p)); });
     REQUIRE(hub->assume({0, 10}) == base::interval_set::result::ok);
   }
@@ -406,7 +405,6 @@ TEST_CASE("overlay: a leaver waits at goodbye for a neighbour whose record it fo
   auto make = [&](int i, std::deque<packet>& inbox) {
     overlay_config c = config_for("m" + std::to_string(i));
     c.neighbour_expiry = 200ms;
-    c.full_dump_interval = 50ms;  // the routing timer, which forgets records, runs at least this often
     return std::make_unique<overlay>(io, c, L + 1 + static_cast<node_id>(i),
                                      [&inbox](packet&& p) { inbox.push_back(std::move(p)); });
   };

@@ -1,0 +1,112 @@
+#include "overlay/routing_driver.hpp"
+
+#include "overlay/links/frame.hpp"
+#include "overlay/routing/route_message.hpp"
+
+namespace phoenix::overlay {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+route_params make_route_params(const overlay_config& c) {
+  route_params p;
+  p.full_dump_interval = c.full_dump_interval;
+  return p;
+}
+
+}  // namespace
+
+routing_driver::routing_driver(asio::io_context& io, const overlay_config& config, node_id self,
+                               link_manager& links, std::function<void()> routes_changed)
+    : config_(config),
+      self_(self),
+      links_(links),
+      routes_changed_(std::move(routes_changed)),
+      table_(self, make_route_params(config), clock::now()),
+      timer_(io) {
+  arm_timer();
+}
+
+routing_driver::~routing_driver() { timer_.cancel(); }
+
+base::interval_set::result routing_driver::assume(base::interval s) { return advertise(own_.add(s)); }
+base::interval_set::result routing_driver::release(base::interval s) { return advertise(own_.remove(s)); }
+
+base::interval_set::result routing_driver::advertise(base::interval_set::result r) {
+  if (r == base::interval_set::result::ok) {
+    table_.set_local_intervals(own_.intervals(), clock::now());
+    changed();
+  }
+  return r;
+}
+
+bool routing_driver::is_local(std::uint64_t dest) const {
+  return dest == self_ || (dest < config_.space_size && own_.contains(dest));
+}
+
+std::optional<node_id> routing_driver::next_hop_for(std::uint64_t dest) const {
+  if (dest >= config_.space_size) return table_.next_hop(dest);
+  const auto owner = table_.owner_of(dest);
+  if (!owner || *owner == self_) return std::nullopt;
+  return table_.next_hop(*owner);
+}
+
+void routing_driver::neighbour_up(node_id peer) { table_.neighbour_up(peer, clock::now()); }
+void routing_driver::neighbour_down(node_id peer) { table_.neighbour_down(peer, clock::now()); }
+
+std::optional<std::string> routing_driver::on_update(node_id from, std::span<const std::byte> payload) {
+  std::string error;
+  const auto u = decode_update(payload, &error);
+  if (!u) return "bad routing update: " + error;
+  const neighbour* nb = links_.find(from);
+  if (nb && nb->leaving) return std::nullopt;  // routes through a leaving neighbour are gone for good
+  table_.on_update(from, *u, clock::now());
+  return std::nullopt;
+}
+
+std::optional<std::string> routing_driver::on_request(node_id from, std::span<const std::byte> payload) {
+  std::string error;
+  const auto r = decode_request(payload, &error);
+  if (!r) return "bad route request: " + error;
+  const auto action = table_.on_request(from, *r, clock::now());
+  if (action.kind == route_table::request_action::forward) send_request(action.forward_to, action.forwarded);
+  return std::nullopt;
+}
+
+void routing_driver::changed() {
+  const auto now = clock::now();
+  if (const auto g = table_.generation(); g != seen_generation_) {
+    seen_generation_ = g;
+    routes_changed_();
+  }
+  if (auto u = table_.collect_triggered(now)) send_update(*u);
+  for (const auto& [to, r] : table_.collect_requests(now)) send_request(to, r);
+  arm_timer();
+}
+
+void routing_driver::arm_timer() {
+  timer_.expires_at(table_.next_deadline());
+  timer_.async_wait([this](std::error_code ec) {
+    if (!ec) on_timer();
+  });
+}
+
+void routing_driver::on_timer() {
+  const auto now = clock::now();
+  table_.expire(now);  // before collecting: expiry may change what gets advertised
+  if (table_.full_dump_due(now)) send_update(table_.full_dump(now));
+  changed();
+}
+
+void routing_driver::send_update(const route_update& u) {
+  if (u.entries.empty() && !u.full_dump) return;
+  for (const auto& payload : encode_update(u, links_.params().max_payload))
+    bytes_sent_ += links_.send_to_all(make_control_frame(frame_type::route_update, payload));
+}
+
+void routing_driver::send_request(node_id to, const route_request& r) {
+  bytes_sent_ += links_.send_to(to, make_control_frame(frame_type::route_request, encode_request(r)));
+}
+
+}  // namespace phoenix::overlay

@@ -1,0 +1,74 @@
+// overlay/routing_driver.hpp — the DSDV driver: runs a node's route table (routing/route_table.hpp, which has no
+// clock and no I/O) on the node's I/O context. It keeps the intervals this node assumes, sends the table's
+// updates and requests over the links, feeds it what neighbours advertise, and wakes it at its deadlines
+// (expiry, full dumps, request resends).
+//
+// Every change goes through changed(): when the routes moved, the `routes_changed` callback runs first (the
+// forwarder sends what waited for a route), then triggered updates and requests go out.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+
+#include <asio.hpp>
+
+#include "base/interval_set.hpp"
+#include "overlay/link_manager.hpp"
+#include "overlay/overlay_config.hpp"
+#include "overlay/routing/route_table.hpp"
+
+namespace phoenix::overlay {
+
+class routing_driver {
+ public:
+  routing_driver(asio::io_context& io, const overlay_config& config, node_id self, link_manager& links,
+                 std::function<void()> routes_changed);
+  ~routing_driver();
+  routing_driver(const routing_driver&) = delete;
+  routing_driver& operator=(const routing_driver&) = delete;
+
+  // The intervals of [0, L) this node assumes; each change is advertised.
+  base::interval_set::result assume(base::interval s);
+  base::interval_set::result release(base::interval s);
+  const base::interval_set& assumed() const { return own_; }
+
+  // Where a packet for `dest` (a virtual node, or a resource name at or beyond L) goes: here, or to a next hop.
+  bool is_local(std::uint64_t dest) const;
+  std::optional<node_id> next_hop_for(std::uint64_t dest) const;
+  const route_table& table() const { return table_; }
+
+  // Link events. A leaving neighbour counts as down: routes through it are gone for good.
+  void neighbour_up(node_id peer);
+  void neighbour_down(node_id peer);
+  // A neighbour's routing frame; an error (the caller drops the link) if it does not decode.
+  std::optional<std::string> on_update(node_id from, std::span<const std::byte> payload);
+  std::optional<std::string> on_request(node_id from, std::span<const std::byte> payload);
+  // After any of the above: tell the forwarder if the routes moved, send what the table wants sent.
+  void changed();
+
+  // Sends u to every neighbour whose link is up, as the table's own updates are (and as a hostile node could).
+  void send_update(const route_update& u);
+  std::uint64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  base::interval_set::result advertise(base::interval_set::result r);  // after own_ changed (or not)
+  void arm_timer();
+  void on_timer();
+  void send_request(node_id to, const route_request& r);
+
+  const overlay_config& config_;
+  node_id self_;
+  link_manager& links_;
+  std::function<void()> routes_changed_;
+  route_table table_;
+  base::interval_set own_;
+  std::uint64_t seen_generation_ = 0;
+  asio::steady_timer timer_;
+  std::uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace phoenix::overlay
