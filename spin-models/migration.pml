@@ -13,9 +13,12 @@
  *             reads its link, and some link overflows whatever CAP (README.md)
  *   CAP       capacity of each node-to-node channel (default 3)
  *   INIT      initial partition: 0 = node 0 assumes [0, V), the others nothing;
- *             1 (default) = nodes 0 .. N-2 split [0, V) evenly in order, node N-1 assumes nothing
+ *             1 (default) = nodes 0 .. N-2 split [0, V) evenly in order, node N-1 assumes nothing;
+ *             2 = node 0 assumes nothing, nodes 1 .. N-1 split [0, V); 3 = node 0 assumes [0, 1), node N-1
+ *             the rest, the others nothing
  *   NAMES     resource names, which give the total order: 0 (default) = name i for node i,
- *             1 = reversed (name N-1-i), so that the empty node has the smallest name
+ *             1 = reversed (name N-1-i), so that the empty node has the smallest name; 2 = rotated (i+1 mod N)
+ *   K         how many vnodes a rebalancing take or give moves (default 1)
  *   APPS      application messages, one to each of vnodes APP0 .. APP0+APPS-1 (default 2)
  *   APP0      the first of them (default (V - APPS) / 2: the middle of the space, where intervals meet)
  *   QUERY_INBOX  a query routed to the owner of its vnode waits in that node's inbox and is handled later
@@ -34,6 +37,11 @@
  *   FINALIZE  1 (default): a node that assumes nothing and has no attempt of its own may close once
  *             (ph_finalize: a permanent leaver after give all, or a node that never joined) and is gone for good
  *             once nothing involves it any more (doc: leaving in the middle); 0: no node ever closes
+ *   TEMP_LEAVE  node TEMP_NODE (default 0) may also close with whatever it assumes, once no attempt of its own
+ *             is under way (temporary leave, ph_suspend), and reopen, once, before or after it finalized (its
+ *             suspend could not go ahead, or it is back with its intervals)
+ *   WITNESSES witness points: every handler branch fails an assertion the first time it runs (with pan -c0,
+ *             check.sh collects them; see WITNESS)
  *   LIVENESS  compile the LTL properties: settles (every involvement of a node ends; the one check.sh runs; it
  *             implies all the others except quiesce), live (attempts_end and locks_free), attempts_end,
  *             locks_free, invitations_end, finalizes, quiesce
@@ -56,8 +64,13 @@
  *                           answered the previous invitation is forgotten (found by PRE; with NO_PRE a lock2
  *                           reaches a node that finalized)
  *   BUG_CLOSE_WHILE_BUSY    a node closes as soon as it assumes nothing, even while an attempt of its own is under
- *                           way (ph_leave returned at once on an empty interval): a take that completes after the
- *                           close gives the node that finalizes an interval, lost with it
+ *                           way (ph_leave returned at once on an empty interval, ph_finalize closed at once): a take
+ *                           that completes after the close gives the node that finalizes an interval, lost with it
+ *                           (LOST; with PRE the precondition in assume reports it first)
+ *   BUG_EMPTY_S_ADJACENT    decision 1 without "an empty S is never adjacent": with QUERY_INBOX a node that gave
+ *                           everything away reports [0, 0), which is "adjacent below" to an initiator whose
+ *                           interval starts at 0; the empty node grants its lock, closes, and the give brings it
+ *                           an interval as it finalizes (LOST)
  * and a variant of the protocol:
  *   WAIT_LOCKS              no fail fast at line 54: an ok1 that finds the initiator's own lock taken waits
  *                           until it is free instead of answering cleanup (doc: decision 5). Verifies alone:
@@ -84,12 +97,12 @@
  *     good (GONE) as soon as nothing involves it: no attempt, no lock held or granted, no transfer, no open
  *     invitation (eagerly: ph_finalize stops driving the protocol at that moment). Only a node that assumes
  *     nothing and has no attempt of its own closes (a permanent leaver after give all, or a node that never
- *     joined; temporary leave, where the node comes back with the same interval, is not modelled); it closes
- *     at most once, at any time. Messages it sent before are delivered (ph_finalize drains its links); any
+ *     joined; with TEMP_LEAVE, one node may also close with its interval and come back with it); it closes
+ *     for good at most once, at any time. Messages it sent before are delivered (ph_finalize drains its links); any
  *     message to its name afterwards would be lost, so sending or delivering one is an assertion violation,
  *     independent of PRE. It keeps its process, whose only enabled step is then that failing delivery. A node
  *     that has not closed goes on handling messages to the end.
- *   - Plans: take half is offered only with I empty (ph_join); take 1 with I empty takes the upper end of S,
+ *   - Plans: take half is offered only with I empty (ph_join); take K with I empty takes the upper end of S,
  *     like take half; give with I empty yields an empty T (the cleanup path).
  */
 
@@ -120,6 +133,9 @@
 #ifndef FINALIZE
 #define FINALIZE 1
 #endif
+#ifndef K
+#define K 1
+#endif
 
 #define NONE 255
 
@@ -135,8 +151,10 @@
 /* resource names: the total order of line 23 / 26 */
 #if NAMES == 0
 #define RN(i) (i)
-#else
+#elif NAMES == 1
 #define RN(i) (N - 1 - (i))
+#else
+#define RN(i) (((i) + 1) % N)
 #endif
 
 mtype = { lock_you_first, lock2, ok1, ok2, fail1, fail2, cleanup, cleanup_ack, give_request, state, done, withdraw };
@@ -151,8 +169,8 @@ bool attempting[N];    /* line 5: l */
 /* the attempt in progress (doc: plan), kept by its initiator; reset to 0 once it no longer matters */
 #define P_NONE      0
 #define TAKE_HALF   1  /* ph_join (I empty): the upper half of q's interval, [m, b_q), m = a_q + ceil(|S|/2) */
-#define TAKE1       2  /* rebalancing: the 1 vnode of q's interval next to p's (at most all but one) */
-#define GIVE1       3  /* rebalancing: the 1 vnode of p's interval next to q's */
+#define TAKE_K      2  /* rebalancing: the K vnodes of q's interval next to p's (at most all but one) */
+#define GIVE_K      3  /* rebalancing: the K vnodes of p's interval next to q's (all of it, if no more) */
 #define GIVE_ALL    4  /* ph_leave: all of p's interval */
 #define S_ANY       0  /* I empty: query to any vnode (line 10) */
 #define S_BELOW     1  /* query to a - 1 (line 13) */
@@ -177,6 +195,13 @@ byte phase[N];
 byte invited[N * N];   /* invited[r * N + q]: lock_you_first sent by r to q and not yet answered (lock2, withdraw) */
 #define INV(r, q) invited[(r) * N + (q)]
 bool closing[N];       /* close(): the node is about to finalize (FINALIZE) */
+#ifdef TEMP_LEAVE
+bool temporary[N];     /* it closed with whatever it assumes, to come back with it (ph_suspend, temporary leave) */
+bool reopened[N];      /* it came back (or its suspend could not go ahead): reopen(), at most once */
+#define TEMPORARY(i) temporary[i]
+#else
+#define TEMPORARY(i) false
+#endif
 
 /* ghost state, for the properties only (functions of the rest, so they add no states) */
 byte tr_lo[N];         /* T released by node i and not yet assumed by the taker ("in transit") */
@@ -203,7 +228,19 @@ hidden mtype m_t;
 hidden byte m_a, m_b, m_i, m_j, m_k, m_n, m_o, m_tlo, m_thi;
 /* the addressee has finalized; a node has an invitation open (named, so that the assertions read as what they
  * check) */
-hidden byte to_gone, invitation_open;
+hidden byte to_gone, invitation_open, lost;
+
+/* witness points (-DWITNESSES, with pan -c0): each branch of a handler that the correct model is meant to reach
+ * fails an assertion the first time it runs in the whole search (seen[] is hidden, so not restored on
+ * backtracking): check.sh requires every witness to be reported by some run, so a branch that no
+ * configuration reaches is found (dead code, or a configuration missing from check.sh). The message reads
+ * "assertion violated (n==0)" for witness n. Without WITNESSES they are skip and change nothing. */
+#ifdef WITNESSES
+hidden byte seen[48];
+#define WITNESS(n) if :: !seen[n] -> seen[n] = 1; assert(n == 0) :: else -> skip fi
+#else
+#define WITNESS(n) skip
+#endif
 
 #define OWNS(i, v)  (lo[i] <= (v) && (v) < hi[i])
 #define EMPTY(i)    (lo[i] == hi[i])
@@ -213,19 +250,29 @@ hidden byte to_gone, invitation_open;
 #define INVITED(i) (INV(i, 0) > 0 || INV(i, 1 % N) > 0 || (N > 2 && INV(i, 2 % N) > 0) \
                     || (N > 3 && INV(i, 3 % N) > 0) || (N > 4 && INV(i, 4 % N) > 0) || (N > 5 && INV(i, 5 % N) > 0))
 #define INVOLVED(i) (attempting[i] || locked[i] || phase[i] != PH_IDLE || INVITED(i))
+/* lock_protocol::busy(): an attempt of node i's own is under way (l, or its own lock held for a transfer) */
+#define BUSY(i) (attempting[i] || (locked[i] && holder[i] == (i)))
 /* node i has finalized: it closed and nothing needs it any more (ph_finalize waits for exactly that, then the
  * node is gone for good and whatever is addressed to its name is lost). A function of the state: nothing can
  * involve a closed node again except a message to it, which is itself the error the model looks for. With
  * QUERY_INBOX the node also answers the queries already in its inbox first. */
 #ifdef QUERY_INBOX
 #define GONE(i) (closing[i] && !INVOLVED(i) && empty(qin[i]))
+#define NOT_GONE(i) (!closing[i] || INVOLVED(i) || nempty(qin[i]))  /* SPIN takes no !empty() */
 #else
 #define GONE(i) (closing[i] && !INVOLVED(i))
+#define NOT_GONE(i) (!GONE(i))
 #endif
-
-/* someone assumes v (unrolled up to 6 nodes; the % keeps indices in range) */
-#define OWNED(v) (OWNS(0, v) || OWNS(1 % N, v) || (N > 2 && OWNS(2 % N, v)) || (N > 3 && OWNS(3 % N, v)) \
-                  || (N > 4 && OWNS(4 % N, v)) || (N > 5 && OWNS(5 % N, v)))
+/* the monitor of the leave fault: node i finalized for good (not a temporary leave) and owns something, which
+ * is lost with it. Checked after every step of a node (the end of check_node), since a node's own steps are the
+ * only ones that make it GONE or change what it owns */
+#define LOST(i) (GONE(i) && !TEMPORARY(i) && !EMPTY(i))
+/* node i takes part: it has not finalized for a temporary leave (TEMP_LEAVE) */
+#ifdef TEMP_LEAVE
+#define PRESENT(i) NOT_GONE(i)
+#else
+#define PRESENT(i) true
+#endif
 
 /* the one node that assumes v, in m_o (NONE if nobody) */
 inline owner_of(v) {
@@ -252,8 +299,8 @@ inline send(from, to, t, a, b) {
   fi
 }
 
-/* ---- disjoint cover: every vnode is assumed by exactly one node that has not finalized, or is in transit in
- * exactly one T ---- */
+/* ---- disjoint cover: every vnode is assumed by exactly one node that has not finalized for good, or is in
+ * transit in exactly one T ---- */
 inline check_cover() {
   m_k = 0;
   do
@@ -261,7 +308,9 @@ inline check_cover() {
      m_n = 0; m_j = 0;
      do
      :: m_j < N ->
-        if :: OWNS(m_j, m_k) -> m_n++; to_gone = GONE(m_j); assert(!to_gone) :: else -> skip fi;  /* lost */
+        /* a node that finalized for good owns nothing any more: what it assumed is lost, not owned */
+        to_gone = GONE(m_j) && !TEMPORARY(m_j);
+        if :: OWNS(m_j, m_k) && !to_gone -> m_n++ :: else -> skip fi;
         if :: tr_lo[m_j] <= m_k && m_k < tr_hi[m_j] -> m_n++ :: else -> skip fi;
         m_j++
      :: else -> break
@@ -270,6 +319,11 @@ inline check_cover() {
      m_k++
   :: else -> break
   od
+}
+
+/* the monitor, after every step of node me that can make it GONE or change what it owns */
+inline check_node(me) {
+  lost = LOST(me); assert(!lost)  /* a node that finalized for good owns nothing (else it is lost with it) */
 }
 
 /* ---- ownership changes (ph_release, ph_assume) ---- */
@@ -294,7 +348,9 @@ inline release(me) {
 
 /* taker me assumes T = [m_tlo, m_thi), released by node g */
 inline assume(me, g) {
-  assert(!closing[me]);  /* a node that closed (with I empty) never assumes anything again */
+  /* a node that closed for good (with I empty and no attempt of its own) assumes nothing again: a give reaches
+   * only a node that reported a non-empty S. The loss itself is what the monitor (LOST) checks */
+  PRE(!closing[me] || TEMPORARY(me));
   /* the paper's assertion (doc: the transfer): T arrives adjacent to the taker's interval, or that is empty */
   assert(EMPTY(me) || m_thi == lo[me] || m_tlo == hi[me]);
   if
@@ -317,8 +373,13 @@ inline end_attempt(me) {
 
 /* doc, decision 1: "S and I are adjacent as intended" (lines 34, 54). An empty S is never adjacent; with I
  * empty any non-empty S is; otherwise on the side the query was sent to. */
+#ifndef BUG_EMPTY_S_ADJACENT
 #define ADJACENT(me, a, b) ((a) < (b) && (EMPTY(me) || (side[me] == S_BELOW && (b) == lo[me]) \
                                                     || (side[me] == S_ABOVE && (a) == hi[me])))
+#else
+#define ADJACENT(me, a, b) (EMPTY(me) || (side[me] == S_BELOW && (b) == lo[me]) \
+                                      || (side[me] == S_ABOVE && (a) == hi[me]))
+#endif
 
 /* ---- doc: the transfer (after line 56 or 62). The initiator me holds both locks. ---- */
 inline transfer(me) {
@@ -328,14 +389,14 @@ inline transfer(me) {
   if
   :: plan[me] == TAKE_HALF ->
      m_tlo = slo[me] + (m_n + 1) / 2; m_thi = shi[me]
-  :: plan[me] == TAKE1 ->
-     if :: m_n > 1 -> m_j = 1 :: else -> m_j = 0 fi;   /* at most all but one */
+  :: plan[me] == TAKE_K ->
+     if :: m_n > K -> m_j = K :: m_n <= K && m_n > 0 -> m_j = m_n - 1 :: else -> m_j = 0 fi;  /* all but one at most */
      if
      :: side[me] == S_ABOVE -> m_tlo = slo[me]; m_thi = slo[me] + m_j
      :: else -> m_tlo = shi[me] - m_j; m_thi = shi[me]  /* below, or any: the upper end */
      fi
-  :: plan[me] == GIVE1 || plan[me] == GIVE_ALL ->
-     if :: plan[me] == GIVE1 && m_k > 1 -> m_j = 1 :: else -> m_j = m_k fi;
+  :: plan[me] == GIVE_K || plan[me] == GIVE_ALL ->
+     if :: plan[me] == GIVE_K && m_k > K -> m_j = K :: else -> m_j = m_k fi;
      if
      :: side[me] == S_BELOW -> m_tlo = lo[me]; m_thi = lo[me] + m_j
      :: else -> m_tlo = hi[me] - m_j; m_thi = hi[me]
@@ -345,10 +406,13 @@ inline transfer(me) {
   if
   :: m_tlo == m_thi ->
      /* T empty: end without moving anything; free the own lock on cleanup_ack */
+     WITNESS(1);
      phase[me] = PH_CLEANING;
      send(me, partner[me], cleanup, 0, 0)
-  :: m_tlo < m_thi && (plan[me] == TAKE_HALF || plan[me] == TAKE1) ->
+  :: m_tlo < m_thi && (plan[me] == TAKE_HALF || plan[me] == TAKE_K) ->
      /* p takes: ask q to give T */
+     if :: plan[me] == TAKE_HALF -> WITNESS(2) :: else -> WITNESS(3) fi;
+     if :: m_thi - m_tlo > 1 -> WITNESS(4) :: else -> skip fi;  /* more than one vnode moves */
      phase[me] = PH_TAKING;
      send(me, partner[me], give_request, m_tlo, m_thi);
 #ifdef BUG_TAKER_ASSUMES_EARLY
@@ -358,8 +422,10 @@ inline transfer(me) {
      free_lock(me);
 #endif
      skip
-  :: m_tlo < m_thi && (plan[me] == GIVE1 || plan[me] == GIVE_ALL) ->
+  :: m_tlo < m_thi && (plan[me] == GIVE_K || plan[me] == GIVE_ALL) ->
      /* p gives: release T, stream its state */
+     if :: plan[me] == GIVE_ALL -> WITNESS(5) :: else -> WITNESS(6) fi;
+     if :: plan[me] == GIVE_K && m_thi - m_tlo > 1 -> WITNESS(34) :: else -> skip fi;  /* K > 1 vnodes given */
      release(me);
      phase[me] = PH_GIVING;
      send(me, partner[me], state, m_tlo, m_thi);
@@ -376,12 +442,16 @@ inline transfer(me) {
 /* line 20 */
 inline on_query(me, q) {
   inflight[q]--;
+  /* the sides of Figure 2 (witnessed here: begin() is atomic, and only a d_step leaves seen[] set) */
+  if :: side[q] == S_ANY -> WITNESS(35) :: side[q] == S_BELOW -> WITNESS(36) :: else -> WITNESS(37) fi;
   if
   :: q == me ->
      /* line 22: the query came back to its sender */
+     WITNESS(7);
      attempting[me] = false; end_attempt(me)
   :: q != me && closing[me] ->
      /* doc: leaving in the middle: a closing node answers every query with fail1, whatever the order */
+     WITNESS(8);
      send(me, q, fail1, 0, 0)
 #ifndef BUG_LOCK_ORDER
   :: q != me && !closing[me] && RN(q) < RN(me) ->
@@ -391,12 +461,14 @@ inline on_query(me, q) {
 #elif !defined(BUG_NO_INVITATIONS)
      INV(me, q)++;
 #endif
+     WITNESS(9);
      send(me, q, lock_you_first, lo[me], hi[me])
   :: q != me && !closing[me] && RN(me) < RN(q) && !locked[me] ->
 #else
   :: q != me && !closing[me] && !locked[me] ->
 #endif
      /* line 28: grant p's lock to q */
+     WITNESS(10);
      locked[me] = true; holder[me] = q; send(me, q, ok1, lo[me], hi[me])
 #ifndef BUG_LOCK_ORDER
   :: q != me && !closing[me] && RN(me) < RN(q) && locked[me] ->
@@ -404,6 +476,7 @@ inline on_query(me, q) {
   :: q != me && !closing[me] && locked[me] ->
 #endif
      /* line 31: p is already locked */
+     WITNESS(11);
      send(me, q, fail1, 0, 0)
   fi
 }
@@ -421,10 +494,13 @@ inline on_lock_you_first(me, q, a, b) {
   :: attempting[me] && !locked[me] ->
 #endif
      /* line 36: lock itself; go ahead to grab the second lock */
+     WITNESS(12);
      locked[me] = true; holder[me] = me; partner[me] = q; slo[me] = a; shi[me] = b;
      send(me, q, lock2, a, b)
   :: else ->
      /* line 39: the attempt failed; decision 6: q stops waiting for a lock2 */
+     WITNESS(13);
+     if :: a == b -> WITNESS(14) :: else -> skip fi;  /* an empty S (QUERY_INBOX) */
      attempting[me] = false; end_attempt(me);
 #ifndef BUG_NO_WITHDRAW
      send(me, q, withdraw, 0, 0);
@@ -446,6 +522,7 @@ inline answered_invitation(me, q) {
 
 /* decision 6: withdraw(q): q will not send lock2 */
 inline on_withdraw(me, q) {
+  WITNESS(33);
   answered_invitation(me, q)
 }
 
@@ -459,9 +536,15 @@ inline on_lock2(me, q, a, b) {
   :: !locked[me] && !closing[me] ->
 #endif
      /* line 44: grant the lock to q */
+     WITNESS(15);
      locked[me] = true; holder[me] = q; send(me, q, ok2, 0, 0)
+  :: closing[me] ->
+     /* doc: leaving in the middle: a closing node grants no lock */
+     WITNESS(16);
+     send(me, q, fail2, 0, 0)
   :: else ->
-     /* line 47 (and a closing node grants no lock) */
+     /* line 47 */
+     WITNESS(17);
      send(me, q, fail2, 0, 0)
   fi
 }
@@ -469,12 +552,14 @@ inline on_lock2(me, q, a, b) {
 /* line 49 */
 inline on_fail1(me) {
   PRE(attempting[me]);  /* a reply to the own attempt (the node may meanwhile be locked by another) */
+  WITNESS(18);
   attempting[me] = false; end_attempt(me)
 }
 
 /* line 50: failed to get the remote lock; clean up the local state */
 inline on_fail2(me) {
   PRE(attempting[me] && locked[me] && holder[me] == me);
+  WITNESS(19);
   attempting[me] = false; free_lock(me); end_attempt(me)
 }
 
@@ -489,11 +574,14 @@ inline on_ok1(me, q, a, b) {
   :: !locked[me] ->
 #endif
      /* line 56: got the first lock remotely and now the second; both held */
+     WITNESS(20);
      locked[me] = true; holder[me] = me; attempting[me] = false;
      partner[me] = q; slo[me] = a; shi[me] = b;
      transfer(me)
   :: else ->
      /* line 58 (attempting stays true until cleanup_ack) */
+     WITNESS(21);
+     if :: a == b -> WITNESS(22) :: else -> skip fi;  /* an empty S (QUERY_INBOX) */
      send(me, q, cleanup, 0, 0)
   fi
 }
@@ -501,6 +589,7 @@ inline on_ok1(me, q, a, b) {
 /* line 60: got the second remote lock; both held */
 inline on_ok2(me, q) {
   PRE(attempting[me] && locked[me] && holder[me] == me && partner[me] == q);
+  WITNESS(23);
   attempting[me] = false; partner[me] = q;
   transfer(me)
 }
@@ -508,6 +597,7 @@ inline on_ok2(me, q) {
 /* line 63: free the lock this node granted at line 28 (doc, decision 2: "s = FREE; h = none") */
 inline on_cleanup(me, q) {
   PRE(locked[me] && holder[me] == q);
+  WITNESS(24);
   free_lock(me);
 #ifdef BUG_LINE64_CLEARS_L
   attempting[me] = false;
@@ -521,9 +611,11 @@ inline on_cleanup_ack(me) {
   :: phase[me] == PH_CLEANING ->
      /* doc: the transfer, T empty: the initiator frees its own lock */
      PRE(locked[me] && holder[me] == me);
+     WITNESS(25);
      free_lock(me); phase[me] = PH_IDLE
   :: else ->
-     PRE(attempting[me])
+     PRE(attempting[me]);
+     WITNESS(26)
   fi;
   attempting[me] = false; end_attempt(me)
 }
@@ -531,6 +623,7 @@ inline on_cleanup_ack(me) {
 /* doc: the transfer, the giver when the initiator takes */
 inline on_give_request(me, q, a, b) {
   PRE(locked[me] && holder[me] == q && phase[me] == PH_IDLE);
+  WITNESS(27);
   m_tlo = a; m_thi = b;
   release(me);
   phase[me] = PH_GIVING;
@@ -551,6 +644,8 @@ inline on_state(me, q, a, b) {
 #else
   assume(me, q);
 #endif
+  if :: holder[me] == me -> WITNESS(28) :: else -> WITNESS(29) fi;  /* the initiator takes, or the responder */
+  if :: closing[me] -> WITNESS(30) :: else -> skip fi;  /* a temporary leaver takes what a give brings */
   free_lock(me); phase[me] = PH_IDLE;
   send(me, q, done, a, b);
 #ifdef HANDOVER
@@ -573,6 +668,7 @@ inline on_state(me, q, a, b) {
 /* doc: the transfer, the giver frees its lock on done */
 inline on_done(me) {
   PRE(phase[me] == PH_GIVING);
+  if :: holder[me] == me -> WITNESS(31) :: else -> WITNESS(32) fi;  /* the initiator gave, or the responder */
   free_lock(me); phase[me] = PH_IDLE
 }
 
@@ -596,7 +692,8 @@ inline handle(me, q) {
   :: m_t == state          -> on_state(me, q, m_a, m_b)
   :: m_t == done           -> on_done(me)
   :: m_t == withdraw       -> on_withdraw(me, q)
-  fi
+  fi;
+  check_node(me)
 }
 
 /* node dst handles the next message from node src, unless (WAIT_LOCKS) it is an ok1 that finds dst's own lock
@@ -644,16 +741,16 @@ inline begin(me) {
     :: EMPTY(me) ->
        /* lines 9-11: I empty: query any virtual node */
        side[me] = S_ANY;
-       if :: plan[me] = TAKE_HALF :: plan[me] = TAKE1 :: plan[me] = GIVE_ALL fi;
+       if :: plan[me] = TAKE_HALF :: plan[me] = TAKE_K :: plan[me] = GIVE_ALL fi;
        select(m_i : 0 .. V - 1)
     :: !EMPTY(me) && lo[me] > 0 ->
        /* lines 12-14: query a - 1 */
        side[me] = S_BELOW; m_i = lo[me] - 1;
-       if :: plan[me] = TAKE1 :: plan[me] = GIVE1 :: plan[me] = GIVE_ALL fi
+       if :: plan[me] = TAKE_K :: plan[me] = GIVE_K :: plan[me] = GIVE_ALL fi
     :: !EMPTY(me) && hi[me] < V ->
        /* lines 15-17: query b */
        side[me] = S_ABOVE; m_i = hi[me];
-       if :: plan[me] = TAKE1 :: plan[me] = GIVE1 :: plan[me] = GIVE_ALL fi
+       if :: plan[me] = TAKE_K :: plan[me] = GIVE_K :: plan[me] = GIVE_ALL fi
     fi;
     assert(nfull(vq[m_i]));
     vq[m_i]!me; inflight[me]++;
@@ -665,7 +762,7 @@ inline begin(me) {
 /* the application of node me receives one queued message (the lowest vnode it holds any for) */
 inline app_receive(me) {
   d_step {
-    (APPS > 0 && ((OWNS(me, 0) && held[0] > 0) || (V > 1 && OWNS(me, 1 % V) && held[1 % V] > 0)
+    (APPS > 0 && PRESENT(me) && ((OWNS(me, 0) && held[0] > 0) || (V > 1 && OWNS(me, 1 % V) && held[1 % V] > 0)
      || (V > 2 && OWNS(me, 2 % V) && held[2 % V] > 0) || (V > 3 && OWNS(me, 3 % V) && held[3 % V] > 0)
      || (V > 4 && OWNS(me, 4 % V) && held[4 % V] > 0) || (V > 5 && OWNS(me, 5 % V) && held[5 % V] > 0)
      || (V > 6 && OWNS(me, 6 % V) && held[6 % V] > 0) || (V > 7 && OWNS(me, 7 % V) && held[7 % V] > 0))) ->
@@ -680,17 +777,41 @@ inline app_receive(me) {
   }
 }
 
-/* doc: leaving in the middle: ph_finalize closes the node (at most once). Only a node that assumes nothing and
- * has no attempt of its own (lock_protocol::busy(): l, or its own lock held for a transfer), i.e. a permanent
- * leaver after give all, or a node that never joined: ph_leave and ph_finalize wait for the node's own attempt
- * to end before they look at its interval and close it. It finalizes (GONE) once it is no longer involved */
+/* doc: leaving in the middle. A permanent leaver closes (ph_finalize after ph_leave): the driver waits until no
+ * attempt of the node's own is under way (lock_protocol::busy() false: a take whose call timed out may still
+ * bring it an interval), then looks at its interval, and closes only if that is empty; holding something, it
+ * leaves again (here: it does not close, and may begin a give all). The guard of CLOSE is that: I empty and not
+ * busy, in one step. A node that never joined closes the same way. It finalizes (GONE) once nothing involves
+ * it; LOST is the monitor of what the driver's wait prevents. BUG_CLOSE_WHILE_BUSY is the code before the fix:
+ * ph_leave returned at once on an empty interval, and ph_finalize closed whatever was under way. */
 #if FINALIZE && defined(BUG_CLOSE_WHILE_BUSY)
-#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me)) -> closing[me] = true }
+#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me)) -> closing[me] = true; WITNESS(38); check_node(me) }
 #elif FINALIZE
-#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && !attempting[me] && !(locked[me] && holder[me] == me)) \
-                              -> closing[me] = true }
+#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && !BUSY(me)) -> closing[me] = true; WITNESS(38); \
+                              check_node(me) }
 #else
 #define CLOSE(me)
+#endif
+/* TEMP_LEAVE: a node that leaves temporarily (ph_finalize with a log, ph_suspend) closes with whatever it
+ * assumes, once no attempt of its own is under way (the same wait), and finalizes once nothing involves it
+ * (meanwhile it may still take what a give it granted its lock to brings). While it is gone its virtual nodes
+ * keep their messages (the log, or the overlay, holds them). It reopens at any time, at most once: its suspend
+ * could not go ahead (lock_protocol::reopen()), or it is back (the new incarnation assumes the same intervals;
+ * nothing in flight to the old one may remain, which the receive path's assertion checks). Closing is then
+ * reached with a non-empty interval, the only way the closing branches of on_query and on_lock2 are. */
+#ifdef TEMP_LEAVE
+#ifndef TEMP_NODE
+#define TEMP_NODE 0
+#endif
+#define LEAVE_TEMPORARILY(me) \
+  :: d_step { (me == TEMP_NODE && !closing[me] && !reopened[me] && !BUSY(me)) -> \
+              closing[me] = true; temporary[me] = true; \
+              if :: !EMPTY(me) -> WITNESS(39) :: else -> skip fi } \
+  :: d_step { (closing[me] && temporary[me]) -> \
+              if :: GONE(me) -> WITNESS(40) :: else -> WITNESS(41) fi; \
+              closing[me] = false; temporary[me] = false; reopened[me] = true }
+#else
+#define LEAVE_TEMPORARILY(me)
 #endif
 
 proctype Node(byte me) {
@@ -698,11 +819,12 @@ end:
   do
   :: begin(me)
   CLOSE(me)
+  LEAVE_TEMPORARILY(me)
 #ifndef FINE_FAIRNESS
   RECV(0) RECV(1) RECV(2) RECV(3) RECV(4) RECV(5)
 #endif
 #ifdef QUERY_INBOX
-  :: d_step { qin[me]?m_i -> on_query(me, m_i); m_i = 0 }
+  :: d_step { qin[me]?m_i -> on_query(me, m_i); m_i = 0; check_node(me) }
 #endif
   :: app_receive(me)
   od
@@ -710,18 +832,24 @@ end:
 
 /* ---- the overlay: a message to virtual node v reaches whoever assumes v when it is delivered, and waits
  * while nobody does ---- */
-/* (the owner cannot have finalized: it assumes v, and a closed node never assumes anything; asserted all the
- * same) */
+/* (the owner cannot have finalized for good: it would be LOST; a node gone for a temporary leave keeps what
+ * waits for its virtual nodes until it is back, hence PRESENT; asserted all the same) */
+/* someone present assumes v (unrolled up to 6 nodes; the % keeps indices in range) */
+#define OWNED_PRESENT(v) ((OWNS(0, v) && PRESENT(0)) || (OWNS(1 % N, v) && PRESENT(1 % N)) \
+                          || (N > 2 && OWNS(2 % N, v) && PRESENT(2 % N)) \
+                          || (N > 3 && OWNS(3 % N, v) && PRESENT(3 % N)) \
+                          || (N > 4 && OWNS(4 % N, v) && PRESENT(4 % N)) \
+                          || (N > 5 && OWNS(5 % N, v) && PRESENT(5 % N)))
 #ifdef QUERY_INBOX
 #define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); \
                          assert(nfull(qin[m_o])); qin[m_o]!m_i; m_i = 0; m_o = 0
 #else
 #define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); on_query(m_o, m_i); \
-                         m_i = 0; m_o = 0
+                         check_node(m_o); m_i = 0; m_o = 0
 #endif
 #define DELIVER(on, v) \
-  :: d_step { (on && nempty(vq[v]) && OWNED(v)) -> DELIVER_QUERY(v) } \
-  :: d_step { (on && pend[v] > 0 && OWNED(v)) -> pend[v]--; held[v]++ }
+  :: d_step { (on && nempty(vq[v]) && OWNED_PRESENT(v)) -> DELIVER_QUERY(v) } \
+  :: d_step { (on && pend[v] > 0 && OWNED_PRESENT(v)) -> pend[v]--; held[v]++ }
 #ifdef FINE_FAIRNESS
 /* one process per virtual node, so that weak fairness applies to each vnode's deliveries on its own */
 proctype VNode(byte v) {
@@ -783,6 +911,20 @@ init {
 #endif
 #if INIT == 0
        if :: m_i == 0 -> lo[0] = 0; hi[0] = V :: else -> skip fi;
+#elif INIT == 2
+       /* node 0 assumes nothing, nodes 1 .. N-1 split [0, V) evenly in order */
+       if
+       :: m_i > 0 -> lo[m_i] = ((m_i - 1) * V) / (N - 1); hi[m_i] = (m_i * V) / (N - 1);
+          if :: lo[m_i] == hi[m_i] -> lo[m_i] = 0; hi[m_i] = 0 :: else -> skip fi
+       :: else -> skip
+       fi;
+#elif INIT == 3
+       /* uneven: node 0 assumes [0, 1), node N-1 the rest, the others nothing */
+       if
+       :: m_i == 0 -> lo[0] = 0; hi[0] = 1
+       :: m_i == N - 1 -> lo[m_i] = 1; hi[m_i] = V
+       :: else -> skip
+       fi;
 #else
        if
        :: m_i < N - 1 -> lo[m_i] = (m_i * V) / (N - 1); hi[m_i] = ((m_i + 1) * V) / (N - 1);

@@ -161,20 +161,29 @@ TEST_CASE("migration: a fresh node joins with half an interval and its state, le
 }
 
 // spin-models BUG_CLOSE_WHILE_BUSY: leave() returned at once on an empty interval while the node's own take
-// went on, finalize closed the node, and the take gave it an interval as it finalized.
+// went on, finalize closed the node, and the take gave it an interval as it finalized. Deterministic: a's give
+// step (its pack) runs only on a's application thread, so while that thread is away b's take cannot end.
 TEST_CASE("migration: leave waits for the node's own take still under way and gives away what it brought") {
   cluster c;
   Node& a = c.add("a");
   REQUIRE_FALSE(a.assume({0, L}));
   Node& b = c.add("b");
+  {
+    std::atomic<bool> stop{false};
+    auto serving_a = serve(c, 0, stop);
+    REQUIRE_FALSE(b.join(10s));
+    REQUIRE_FALSE(b.migrate(Node::MigrationAction::give_all, Node::Side::below, 0, 10s));  // b empties itself
+    stop = true;
+    serving_a.join();
+  }
+  REQUIRE(b.assumed().empty());
+  // A take whose call gives up at once; its attempt goes on, and holds until a's application packs.
+  CHECK(b.migrate(Node::MigrationAction::take_half, Node::Side::below, 0, 0ms).value() == PH_ETIMEDOUT);
+  // The interval is empty, but the take may still bring one: leave does not report the node gone.
+  CHECK(b.leave(100ms).value() == PH_ETIMEDOUT);
   std::atomic<bool> stop{false};
   auto serving_a = serve(c, 0, stop);
-  REQUIRE_FALSE(b.join(10s));
-  REQUIRE_FALSE(b.migrate(Node::MigrationAction::give_all, Node::Side::below, 0, 10s));  // b empties itself
-  REQUIRE(b.assumed().empty());
-  // A take whose call gives up at once; its attempt goes on.
-  CHECK(b.migrate(Node::MigrationAction::take_half, Node::Side::below, 0, 0ms).value() == PH_ETIMEDOUT);
-  REQUIRE_FALSE(b.leave(10s));
+  REQUIRE_FALSE(b.leave(10s));  // the take ends, bringing half of [0, L), which b gives back
   CHECK(b.assumed().empty());
   REQUIRE_FALSE(b.finalize());
   stop = true;
