@@ -2,6 +2,9 @@
  * migration.pml -- the interval migration protocol of docs/migration.md (the Phoenix paper, section 3.5,
  * Figures 1-3, as phoenix reads and completes them).
  *
+ * Over 600 lines as one file: SPIN checks one model, and its handlers, monitors and configurations share the
+ * global state below; split, they would be one model in several includes.
+ *
  * Line numbers in comments ("line 28") are the lines of the paper's Figures 1-3 as quoted in
  * docs/migration.md; "doc:" names a section of docs/migration.md.
  *
