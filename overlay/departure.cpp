@@ -12,6 +12,7 @@ using clock = std::chrono::steady_clock;
 // its session to deliver what it holds (resending anything else could duplicate it).
 void departure::begin_shutdown() {
   leaving_ = true;
+  routing_.withdraw();  // before `leaving`: each neighbour passes the withdrawal on before it loses the route
   for (auto& [id, nb] : links_.neighbours())
     if (nb->is_up()) nb->conn->send_control(make_control_frame(frame_type::leaving, {}));
 }

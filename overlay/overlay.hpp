@@ -53,6 +53,14 @@ struct overlay_view {
   std::uint64_t neighbour_records = 0;     // resource names this node keeps a link session for
   std::uint64_t neighbours_forgotten = 0;  // records of unused neighbours forgotten (expired, or to make room)
   std::uint64_t neighbours_refused = 0;    // links from new names closed with max_neighbours records kept
+  // Owners unreachable for orphan_after or longer that went holding intervals nobody owns now: crashed, or cut
+  // off (route_table::lost_owners).
+  struct lost_owner {
+    node_id source = 0;
+    std::vector<base::interval> intervals;
+    std::chrono::milliseconds lost_for{0};
+  };
+  std::vector<lost_owner> lost_owners;
 };
 
 class overlay final : public connection_owner {

@@ -31,6 +31,8 @@ struct overlay_config {
   std::uint64_t link_window_bytes = 8ull << 20;  // announced to each neighbour; it sends at most this unacked
   bool fault_ignore_peer_window = false;         // fault injection (tests): send beyond neighbours' windows
   std::chrono::milliseconds full_dump_interval{10000};
+  // An owner unreachable this long, that held intervals when it went, is reported (overlay_view::lost_owners).
+  std::chrono::milliseconds orphan_after{10000};
   std::uint8_t hop_limit = 64;
   // A packet that used up its hops is tried again after this with a fresh budget, unless the routes change
   // first (forwarder::hold_out_of_hops). Long against a loopback hop, short against what a loop costs.

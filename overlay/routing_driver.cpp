@@ -33,8 +33,14 @@ routing_driver::~routing_driver() { timer_.cancel(); }
 base::interval_set::result routing_driver::assume(base::interval s) { return advertise(own_.add(s)); }
 base::interval_set::result routing_driver::release(base::interval s) { return advertise(own_.remove(s)); }
 
+void routing_driver::withdraw() {
+  withdrawn_ = true;
+  table_.set_local_intervals({}, clock::now());
+  changed();
+}
+
 base::interval_set::result routing_driver::advertise(base::interval_set::result r) {
-  if (r == base::interval_set::result::ok) {
+  if (r == base::interval_set::result::ok && !withdrawn_) {
     table_.set_local_intervals(own_.intervals(), clock::now());
     changed();
   }

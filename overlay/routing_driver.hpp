@@ -35,6 +35,9 @@ class routing_driver {
   base::interval_set::result assume(base::interval s);
   base::interval_set::result release(base::interval s);
   const base::interval_set& assumed() const { return own_; }
+  // A node that finalizes advertises no intervals from now on, while it still delivers what arrives for them:
+  // the others see it go as a node that left, not as an owner lost (route_table::lost_owners).
+  void withdraw();
 
   // Where a packet for `dest` (a virtual node, or a resource name at or beyond L) goes: here, or to a next hop.
   bool is_local(std::uint64_t dest) const;
@@ -66,6 +69,7 @@ class routing_driver {
   std::function<void()> routes_changed_;
   route_table table_;
   base::interval_set own_;
+  bool withdrawn_ = false;
   std::uint64_t seen_generation_ = 0;
   asio::steady_timer timer_;
   std::uint64_t bytes_sent_ = 0;

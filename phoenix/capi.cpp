@@ -136,6 +136,16 @@ int ph_assumed(ph_vps_t* out, size_t max) {
   return static_cast<int>(all.size());
 }
 
+int ph_orphaned(ph_orphan_t* out, size_t max) {
+  if (!out && max > 0) return PH_EINVAL;
+  auto* n = node();
+  if (!n) return PH_ESTATE;
+  const auto all = n->orphaned();
+  for (size_t i = 0; i < all.size() && i < max; ++i)
+    out[i] = ph_orphan_t{ph_vps_t{all[i].span.lo, all[i].span.hi}, all[i].owner, all[i].lost_for.count()};
+  return static_cast<int>(all.size());
+}
+
 int ph_set_state_handlers(ph_pack_fn pack, ph_unpack_fn unpack, void* ctx) {
   if (!pack || !unpack) return PH_EINVAL;
   auto* n = node();

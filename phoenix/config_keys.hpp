@@ -97,6 +97,8 @@ inline constexpr std::array kConfigKeys = {
     ConfigKey{"full_dump_interval_ms", "PHOENIX_FULL_DUMP_INTERVAL_MS", KeyKind::count,
               &Config::full_dump_interval_ms, {10, 86'400'000}},
     ConfigKey{"hop_limit", "PHOENIX_HOP_LIMIT", KeyKind::count, &Config::hop_limit, {1, 255}},
+    ConfigKey{"orphan_after_ms", "PHOENIX_ORPHAN_AFTER_MS", KeyKind::count, &Config::orphan_after_ms,
+              {10, 86'400'000}},
     ConfigKey{"assume", nullptr, KeyKind::intervals, &Config::assume, {}, validate_assume},
     ConfigKey{"share", "PHOENIX_SHARE", KeyKind::share},
     ConfigKey{"node", nullptr, KeyKind::tables},

@@ -98,6 +98,7 @@ overlay::overlay_config Node::Impl::overlay_config(std::vector<std::byte> key) c
   oc.max_message_bytes = config_.max_message_bytes;
   oc.link_window_bytes = config_.link_window_bytes;
   oc.full_dump_interval = std::chrono::milliseconds(config_.full_dump_interval_ms);
+  oc.orphan_after = std::chrono::milliseconds(config_.orphan_after_ms);
   oc.hop_limit = static_cast<std::uint8_t>(config_.hop_limit);
   oc.ssh.identity_file = config_.ssh_identity;
   oc.ssh.known_hosts = config_.ssh_known_hosts;
@@ -424,6 +425,8 @@ std::size_t Node::drop_links() {
   return impl_->progress_->call([&] { return impl_->overlay_->drop_links(); });
 }
 
+std::vector<OrphanedInterval> Node::orphaned() const { return routing_snapshot().orphaned; }
+
 RoutingSnapshot Node::routing_snapshot() const {
   if (!impl_->running_) return {};
   return impl_->progress_->call([&] { return impl_->snapshot(); });
@@ -450,6 +453,8 @@ RoutingSnapshot Node::Impl::snapshot() {
   s.waiting_for = v.waiting_for;
   s.links_lost = v.links_lost;
   s.out_of_hops = v.out_of_hops;
+  for (const auto& l : v.lost_owners)
+    for (const auto& i : l.intervals) s.orphaned.push_back({i, l.source, l.lost_for});
   return s;
 }
 

@@ -136,6 +136,8 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   const bool settle = reachable && s.advertised_metric != infinite_metric && next.seqno > s.advertised_seqno &&
                       next.metric > s.advertised_metric && !s.intervals_unadvertised;
 
+  if (was_reachable && !reachable && !s.intervals.empty()) note_lost(source, s.intervals, now);
+  if (reachable) drop_lost(source);
   s.next_hop = next.next_hop;
   s.seqno = next.seqno;
   s.metric = next.metric;
@@ -350,7 +352,64 @@ void route_table::expire(time_point now) {
   while (!expiry_queue_.empty() && expiry_queue_.begin()->first <= now) {
     forget(sources_.find(expiry_queue_.begin()->second));
   }
+  std::erase_if(lost_, [&](const auto& entry) {  // adopted, or given away by a node that came back
+    const bool owned = unowned(entry.second.intervals).empty();
+    if (owned) lost_intervals_ -= entry.second.intervals.size();
+    return owned;
+  });
   finish_mutation();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Owners that went away
+
+void route_table::note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now) {
+  drop_lost(source);
+  if (intervals.size() > params_.max_held_intervals) return;
+  while (!lost_.empty() &&
+         (lost_.size() >= params_.max_sources || lost_intervals_ + intervals.size() > params_.max_held_intervals)) {
+    const auto oldest = std::min_element(lost_.begin(), lost_.end(), [](const auto& a, const auto& b) {
+      return a.second.since < b.second.since;
+    });
+    drop_lost(oldest->first);
+  }
+  lost_[source] = lost_owner{source, intervals, now};
+  lost_intervals_ += intervals.size();
+}
+
+void route_table::drop_lost(node_id source) {
+  const auto it = lost_.find(source);
+  if (it == lost_.end()) return;
+  lost_intervals_ -= it->second.intervals.size();
+  lost_.erase(it);
+}
+
+// The parts of `intervals` (sorted, disjoint) that no slot of the owner index covers.
+std::vector<route_interval> route_table::unowned(const std::vector<route_interval>& intervals) const {
+  if (index_stale_) rebuild_owner_index();
+  std::vector<route_interval> out;
+  for (const auto& i : intervals) {
+    std::uint64_t lo = i.lo;
+    auto it = std::upper_bound(owner_index_.begin(), owner_index_.end(), lo,
+                               [](std::uint64_t v, const owner_slot& slot) { return v < slot.lo; });
+    if (it != owner_index_.begin() && std::prev(it)->hi > lo) --it;
+    for (; it != owner_index_.end() && it->lo < i.hi && lo < i.hi; ++it) {
+      if (it->lo > lo) out.push_back({lo, it->lo});
+      lo = std::max(lo, it->hi);
+    }
+    if (lo < i.hi) out.push_back({lo, i.hi});
+  }
+  return out;
+}
+
+std::vector<route_table::lost_owner> route_table::lost_owners(time_point now, std::chrono::nanoseconds after) const {
+  std::vector<lost_owner> out;
+  for (const auto& [source, record] : lost_) {
+    if (now - record.since < after) continue;
+    auto left = unowned(record.intervals);
+    if (!left.empty()) out.push_back(lost_owner{source, std::move(left), record.since});
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------------------

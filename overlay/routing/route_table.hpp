@@ -192,6 +192,19 @@ class route_table {
     return std::max<std::chrono::nanoseconds>(params_.expiry, route_hold_time() + params_.full_dump_interval);
   }
 
+  // --- owners that went away holding intervals ---
+  // A source that became unreachable while it advertised intervals: a crashed node, or one cut off. (A node that
+  // finalizes withdraws its intervals first, so it is not one of these.) The record outlives the source's
+  // entry (source_expiry) and goes when the source is reachable again or others own all of its intervals; at
+  // most max_sources records and max_held_intervals intervals over all of them, the oldest dropped first.
+  struct lost_owner {
+    node_id source = 0;
+    std::vector<route_interval> intervals;  // those that no reachable source (nor this node) owns now
+    time_point since{};                     // when it became unreachable
+  };
+  // The records at least `after` old with some interval still nobody's, by source.
+  std::vector<lost_owner> lost_owners(time_point now, std::chrono::nanoseconds after) const;
+
   // --- introspection (for the shell/tests) ---
   struct route_view {
     node_id destination;
@@ -299,6 +312,9 @@ class route_table {
   void drop_route(node_id source, source_state& s, node_id neighbour);
   void finish_mutation();
   void rebuild_owner_index() const;
+  void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now);
+  void drop_lost(node_id source);
+  std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
 
   node_id self_;
   route_params params_;
@@ -311,6 +327,8 @@ class route_table {
   // routes spread, many updates arrive between two lookups, and rebuilding after each cost every node
   // O(n log n) per update (bench/routing_scale).
   mutable bool index_stale_ = false;
+  std::map<node_id, lost_owner> lost_;  // see lost_owners(); never contains self_
+  std::size_t lost_intervals_ = 0;      // over all of lost_
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;

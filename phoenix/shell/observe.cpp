@@ -85,13 +85,16 @@ std::string Session::control(const std::string& name, const std::string& request
 std::string Session::name_of(vp_t resource) const {
   if (resource == node_->resource_name()) return options_.config.name.empty() ? "phsh" : options_.config.name;
   for (const auto& r : records_)
-    if (r.resource == resource) return r.name;
+    if (r.resource == resource || (!r.resource && r.exited_resource == resource)) return r.name;
   for (const auto& [name, res] : discovered_)
     if (res == resource) return name;
   return "#" + std::to_string(resource);
 }
 
 std::vector<NodeView> Session::views(const std::vector<Observed>& observed) const {
+  // Owners that went without leaving, with what they held that nobody assumes now.
+  std::map<vp_t, std::vector<Interval>> orphaned;
+  for (const auto& o : node_->orphaned()) orphaned[o.owner].push_back(o.span);
   std::vector<NodeView> out;
   std::set<vp_t> shown;
   for (const auto& r : records_) {
@@ -115,6 +118,13 @@ std::vector<NodeView> Session::views(const std::vector<Observed>& observed) cons
     } else if (alive(r) && r.state != NodeState::starting) {
       v.state += " (no reply)";
     }
+    const vp_t incarnation = r.resource ? r.resource : r.exited_resource;
+    if (const auto it = incarnation ? orphaned.find(incarnation) : orphaned.end(); it != orphaned.end()) {
+      // Gone without leaving, unless this shell killed it.
+      if (r.state != NodeState::killed && (!v.present || v.state.ends_with("(no reply)"))) v.state = "crashed";
+      v.orphaned = std::move(it->second);
+      orphaned.erase(it);
+    }
     out.push_back(std::move(v));
   }
   for (const auto& o : observed) {
@@ -127,6 +137,14 @@ std::vector<NodeView> Session::views(const std::vector<Observed>& observed) cons
     v.queued = o.status.queued;
     v.rate = o.status.rate;
     v.state = o.status.state.empty() ? "running" : o.status.state;
+    out.push_back(std::move(v));
+  }
+  for (auto& [owner, intervals] : orphaned) {  // crashed nodes this shell did not start
+    NodeView v;
+    v.name = name_of(owner);
+    v.state = "crashed";
+    v.present = false;
+    v.orphaned = std::move(intervals);
     out.push_back(std::move(v));
   }
   return out;

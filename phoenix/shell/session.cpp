@@ -401,6 +401,7 @@ void Session::on_line(NodeRecord& r, const std::string& text) {
 
 void Session::on_exit(NodeRecord& r, int status) {
   r.wait_status = status;
+  if (r.resource) r.exited_resource = r.resource;
   r.resource = 0;
   const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   const bool starting = r.state == NodeState::starting;  // the spawn or resume waiting for it says why

@@ -100,6 +100,7 @@ struct NodeRecord {
   std::vector<std::string> results;
   std::string suspend_file;
   vp_t resource = 0;  // its resource name, once a status reply named it
+  vp_t exited_resource = 0;  // the resource name of its last incarnation that exited (for orphaned intervals)
   long remote_pid = 0;
   bool stop_sent = false;              // wait closed its stdin, or stopped it as a lagging replica
   std::vector<std::string> extra_env;  // VOLPEX_* of a Volpex replica (spawn --replicas)

@@ -44,9 +44,12 @@ std::uint64_t overlap(Interval a, std::uint64_t lo, std::uint64_t hi) {
 // The parts of [0, space) that no interval of any node covers.
 std::vector<Interval> gaps(std::uint64_t space, const std::vector<NodeView>& nodes) {
   std::vector<Interval> all;
-  for (const auto& n : nodes)
+  for (const auto& n : nodes) {
     for (const auto& i : n.assumed)
       if (!i.empty()) all.push_back(i);
+    for (const auto& i : n.orphaned)
+      if (!i.empty()) all.push_back(i);
+  }
   std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.lo < b.lo; });
   std::vector<Interval> out;
   std::uint64_t covered = 0;
@@ -103,17 +106,23 @@ std::string map_bar(std::uint64_t space_size, const std::vector<NodeView>& nodes
   std::string bar = "|";
   for (std::size_t c = 0; c < width; ++c) {
     const auto lo = boundary(space_size, width, c), hi = boundary(space_size, width, c + 1);
-    std::uint64_t covered = 0, best = 0;
+    std::uint64_t covered = 0, best = 0, orphaned = 0;
     char letter = '.';
     for (std::size_t k = 0; k < nodes.size(); ++k) {
       std::uint64_t mine = 0;
       for (const auto& i : nodes[k].assumed) mine += overlap(i, lo, hi);
+      for (const auto& i : nodes[k].orphaned) orphaned += overlap(i, lo, hi);
       covered += mine;
       if (mine > best) {
         best = mine;
         letter = map_letter(k);
       }
     }
+    if (orphaned > best) {
+      best = orphaned;
+      letter = '!';
+    }
+    covered += orphaned;
     if (hi - lo > covered && hi - lo - covered > best) letter = '.';  // mostly nobody's
     bar += letter;
   }
@@ -130,6 +139,8 @@ std::string map_bar(std::uint64_t space_size, const std::vector<NodeView>& nodes
   };
   for (std::size_t k = 0; k < nodes.size(); ++k)
     if (!nodes[k].assumed.empty()) add_row(map_letter(k), nodes[k].name, nodes[k].assumed);
+  for (const auto& n : nodes)
+    if (!n.orphaned.empty()) add_row('!', n.name + " (crashed)", n.orphaned);
   if (const auto nobody = gaps(space_size, nodes); !nobody.empty()) add_row('.', "nobody", nobody);
   std::size_t name_width = 0, intervals_width = 0;
   for (const auto& r : rows) {

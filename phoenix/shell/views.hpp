@@ -21,6 +21,8 @@ struct NodeView {
   std::optional<double> rate;           // messages per second
   std::string state;
   bool present = true;  // in the overlay now (false: it left, was suspended, killed, or exited)
+  // What it held when it went without leaving (crashed, or cut off) and nobody assumes now (Node::orphaned).
+  std::vector<Interval> orphaned;
 };
 
 // A table with one row per node: NAME HOST ENDPOINT ASSUMED QUEUED MSG/S STATE, columns aligned, a header
@@ -31,8 +33,9 @@ std::string nodes_table(const std::vector<NodeView>& nodes);
 char map_letter(std::size_t index);
 
 // [0, L) as a bar of `width` characters between '|', each the letter of the node assuming most of that part
-// ('.' where nobody does), the ends of the space under it, then a legend: letter, name, exact intervals and
-// share of L, and the parts nobody assumes. The i-th node is map_letter(i) whether or not it assumes
+// ('!' where a crashed node's orphaned intervals are most of it, '.' where nobody's), the ends of the space
+// under it, then a legend: letter, name, exact intervals and share of L, the orphaned parts by crashed node,
+// and the parts nobody assumes. The i-th node is map_letter(i) whether or not it assumes
 // anything, so that a node keeps its letter from one map to the next; nodes assuming nothing have no row.
 std::string map_bar(std::uint64_t space_size, const std::vector<NodeView>& nodes, std::size_t width = 60);
 

@@ -117,6 +117,7 @@ static int migration(void) {
   const int n = ph_assumed(mine, 2);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != 1 || mine[0].lo != 0 || mine[0].hi != 100 || unpacked != 1)
     return 1;
+  if (ph_orphaned(NULL, 0) != 0) return 1; /* the child left: nothing it held is orphaned */
   printf("c_consumer: the child joined and left; [0, 100) and its state are back\n");
   return ph_finalize(NULL) == 0 ? 0 : 1;
 }

@@ -570,3 +570,48 @@ TEST_CASE("overlay: a connection whose first frame announces more than 4 KiB bef
   CHECK_FALSE(closed_after_writing(io, endpoint, hello_header(4096), 300ms));  // the documented 4 KiB
   CHECK(closed_after_writing(io, endpoint, hello_header(4097), 2s));
 }
+
+// A neighbour that vanishes (a crash: its links close, no leaving, no goodbye) while it assumes an interval is
+// reported as a lost owner once orphan_after has passed; one that finalizes withdraws its intervals first and
+// is not. Over a line of three, so the report also reaches a node that was not the vanished one's neighbour.
+TEST_CASE("overlay: an owner that vanishes holding an interval is reported after orphan_after, one that finalizes is not") {
+  for (const bool finalizes : {false, true}) {
+    CAPTURE(finalizes);
+    asio::io_context io;
+    std::vector<std::unique_ptr<overlay>> n;
+    for (int i = 0; i < 3; ++i) {
+      overlay_config c = config_for("m" + std::to_string(i));
+      c.orphan_after = 200ms;
+      n.push_back(std::make_unique<overlay>(io, c, L + 1 + static_cast<node_id>(i), [](packet&&) {}));
+    }
+    n[0]->connect_local(*n[1]);
+    n[1]->connect_local(*n[2]);
+    REQUIRE(n[2]->assume({100, 200}) == base::interval_set::result::ok);
+    REQUIRE(drive_until(io, [&] { return n[0]->owner_of(150) == n[2]->self(); }));
+    const node_id gone = n[2]->self();
+    if (finalizes) {
+      n[2]->begin_shutdown();
+      REQUIRE(drive_until(io, [&] { return n[2]->is_drained(); }));
+      n[2]->say_goodbye();
+      REQUIRE(drive_until(io, [&] { return n[2]->is_farewelled(1s); }));
+      n[2]->stop_linking();
+    }
+    n[2].reset();  // its connections close
+    REQUIRE(drive_until(io, [&] { return !n[0]->can_reach(gone) && !n[1]->can_reach(gone); }));
+    io.run_for(50ms);
+    CHECK(n[0]->view().lost_owners.empty());  // not before orphan_after
+    const bool reported = drive_until(io, [&] { return !n[0]->view().lost_owners.empty(); }, 1s);
+    CHECK(reported != finalizes);
+    for (int i : {0, 1}) {
+      const auto lost = n[i]->view().lost_owners;
+      if (finalizes) {
+        CHECK(lost.empty());
+        continue;
+      }
+      REQUIRE(lost.size() == 1);
+      CHECK(lost[0].source == gone);
+      CHECK(lost[0].intervals == std::vector<base::interval>{{100, 200}});
+      CHECK(lost[0].lost_for >= 200ms);
+    }
+  }
+}

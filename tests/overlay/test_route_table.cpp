@@ -843,3 +843,71 @@ TEST_CASE("route_table: sim: lossy links never cause a loop, and full dumps repa
   REQUIRE_MESSAGE(sim.first_violation().empty(), sim.first_violation());
   CHECK_MESSAGE(sim.convergence_violation(quiet).empty(), sim.convergence_violation(quiet));
 }
+
+TEST_CASE("route_table: a source lost while it advertised intervals is reported once it has been gone long enough") {
+  auto t = make_table({a});
+  t.on_update(a, update({entry(s, 10, 1, {{0, 10}, {20, 30}}), entry(s2, 10, 1, {{10, 20}})}), t0);
+  CHECK(t.lost_owners(t0, 0s).empty());
+  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);  // s is lost (a crash, or a cut)
+  CHECK(t.lost_owners(t0 + 2s, 5s).empty());  // not yet
+  const auto lost = t.lost_owners(t0 + 6s, 5s);
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].source == s);
+  CHECK(lost[0].intervals == std::vector<route_interval>{{0, 10}, {20, 30}});
+  CHECK(lost[0].since == t0 + 1s);
+  // It outlives the source's own entry (s2, whose routes a no longer refreshes, is lost by then too).
+  auto sources = [&](time_point now) {
+    std::vector<node_id> out;
+    for (const auto& l : t.lost_owners(now, 5s)) out.push_back(l.source);
+    return out;
+  };
+  t.expire(t0 + 1s + t.source_expiry() + 1s);
+  CHECK(sources(t0 + 1h) == std::vector<node_id>{s, s2});
+  // It comes back: no longer lost.
+  t.on_update(a, update({entry(s, 12, 1, {{0, 10}, {20, 30}})}), t0 + 2h);
+  CHECK(sources(t0 + 3h) == std::vector<node_id>{s2});
+}
+
+TEST_CASE("route_table: a source that withdrew its intervals before it went is not lost") {
+  auto t = make_table({a});
+  t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
+  t.on_update(a, update({entry(s, 12, 1)}), t0 + 1s);  // a finalizing node advertises nothing, then goes
+  t.on_update(a, update({entry(s, 13, infinite_metric)}), t0 + 2s);
+  CHECK(t.lost_owners(t0 + 1h, 5s).empty());
+}
+
+TEST_CASE("route_table: a lost source's intervals that another node owns now are not reported, and all of them owned ends the record") {
+  auto t = make_table({a});
+  t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
+  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);
+  t.on_update(a, update({entry(s2, 10, 1, {{2, 4}})}), t0 + 2s);  // s2 owns part of it
+  t.set_local_intervals({{8, 12}}, t0 + 2s);                       // and so does this node
+  auto lost = t.lost_owners(t0 + 1h, 5s);
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].intervals == std::vector<route_interval>{{0, 2}, {4, 8}});
+  t.on_update(a, update({entry(s2, 12, 1, {{0, 8}})}), t0 + 3s);
+  CHECK(t.lost_owners(t0 + 1h, 5s).empty());
+  t.expire(t0 + 4s);  // the record goes
+  t.on_update(a, update({entry(s2, 14, 1)}), t0 + 5s);
+  CHECK(t.lost_owners(t0 + 1h, 5s).empty());
+}
+
+TEST_CASE("route_table: records of lost sources are bounded, the oldest dropped first") {
+  route_params p;
+  p.max_sources = 3;
+  auto t = make_table({a}, p);
+  for (node_id src = 100; src < 103; ++src)
+    t.on_update(a, update({entry(src, 10, 1, {{src, src + 1}})}), t0);
+  for (node_id src = 100; src < 103; ++src)
+    t.on_update(a, update({entry(src, 11, infinite_metric)}), t0 + std::chrono::seconds(src - 99));
+  auto lost = t.lost_owners(t0 + 1h, 0s);
+  CHECK(lost.size() == 3);
+  // A source forgotten by now makes room for a new one; the new lost record pushes out the oldest.
+  t.expire(t0 + 1h);
+  t.on_update(a, update({entry(200, 10, 1, {{200, 201}})}), t0 + 1h);
+  t.on_update(a, update({entry(200, 11, infinite_metric)}), t0 + 1h + 1s);
+  lost = t.lost_owners(t0 + 2h, 0s);
+  REQUIRE(lost.size() == 3);
+  CHECK(lost[0].source == 101);
+  CHECK(lost[2].source == 200);
+}

@@ -144,6 +144,15 @@ std::optional<pid_t> replica_pid(pid_t sid, int process, int replica) {
   return std::nullopt;
 }
 
+// The PID of the node process named `name` among the members of session `sid`.
+std::optional<pid_t> node_pid(pid_t sid, const std::string& name) {
+  for (pid_t p : session_members(sid)) {
+    const std::string env = '\0' + phoenix::test::read_text("/proc/" + std::to_string(p) + "/environ");
+    if (env.find(std::string("\0PHOENIX_NAME=", 14) + name + '\0') != std::string::npos) return p;
+  }
+  return std::nullopt;
+}
+
 // What the sequential ring prints after "RESULT " for `args` ("3 1000 3000": processes, cells, rounds).
 std::string sequential_ring_result(const std::string& volpex_dir, const std::string& args) {
   FILE* f = ::popen((volpex_dir + "/ring --sequential " + args).c_str(), "r");
@@ -628,6 +637,45 @@ TEST_CASE("phsh kill crashes a node, and dot --png draws the overlay") {
   auto png = dot;
   png.replace_extension(".png");
   CHECK(png_size(png).has_value());
+}
+
+// A node SIGKILLed from outside, as a crash would: once orphan_after_ms has passed, `nodes` says it crashed
+// and `map` draws what it held with '!', apart from the parts nobody assumes.
+TEST_CASE("phsh nodes and map show a node killed from outside as crashed, with the intervals it held") {
+  REQUIRE_MESSAGE(::access((app_dir + "/raytrace").c_str(), X_OK) == 0, app_dir << "/raytrace is not built");
+  phoenix::test::temp_dir dir;
+  const auto run_dir = dir / "run";
+  const std::string script =
+      "spawn -n 2 raytrace apps/raytrace/scenes/example.scene --width 1280 --height 960 --samples 16 --no-check "
+      "-o " +
+      (dir / "c.png").string() + "; nodes; sleep 3; nodes; map; quit --stop";
+  const auto config = dir / "phsh.toml";  // the shell's own node presumes a node crashed after 0.5 s
+  std::ofstream(config) << "orphan_after_ms = 500\nlog_level = \"error\"\n";
+  Phsh phsh(Phsh::Mode::pipe, {"--run-dir", run_dir.string(), "--config", config.string(), "-c", script},
+            environment({"PHSH_APP_PATH=" + app_dir}), source_dir);
+  INFO("phsh's output:\n" << phsh.output() << tails(run_dir, ".err"));
+  REQUIRE(phsh.wait_for("STATE", 0, script_timeout));  // the first nodes table: both joined
+  const auto victim = node_pid(phsh.pid(), "n2");
+  REQUIRE(victim);
+  REQUIRE(::kill(*victim, SIGKILL) == 0);
+  const auto status = phsh.wait_exit(script_timeout);
+  CHECK_MESSAGE(exited_zero(status), "phsh " << describe(status));
+  CHECK(phsh.leftovers().empty());
+
+  const auto lines = lines_of(phsh.output());
+  const auto second = std::find_if(std::find_if(lines.begin(), lines.end(), is_nodes_header) + 1, lines.end(),
+                                   is_nodes_header);
+  REQUIRE(second != lines.end());
+  const auto row = std::find_if(second, lines.end(), [](auto& l) { return starts_with(l, "n2 "); });
+  REQUIRE(row != lines.end());
+  CHECK(row->find("crashed") != std::string::npos);
+  CHECK(lines_with(lines, "(crashed)") == 1);  // the map's legend: "!  n2 (crashed)  [lo,hi)  share"
+  const auto legend = std::find_if(second, lines.end(), [](auto& l) { return l.find("n2 (crashed)") != l.npos; });
+  REQUIRE(legend != lines.end());
+  CHECK(starts_with(*legend, "  !  "));
+  const auto bar = std::find_if(second, lines.end(), [](auto& l) { return starts_with(l, "|"); });
+  REQUIRE(bar != lines.end());
+  CHECK(bar->find('!') != std::string::npos);
 }
 
 TEST_CASE("phsh spawn --replicas: a Volpex ring of 3 processes x 2 replicas survives phsh kill of a replica") {

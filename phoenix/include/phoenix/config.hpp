@@ -51,6 +51,9 @@ struct Config {
   std::uint64_t link_window_bytes = 8ull << 20;   // unacknowledged bytes in flight per link
   std::uint32_t full_dump_interval_ms = 10000;    // DSDV periodic full routing dump
   std::uint32_t hop_limit = 64;                   // per forwarded message
+  // An owner that has been unreachable this long, and held intervals when it went, is presumed crashed: its
+  // intervals are reported as orphaned (Node::orphaned, ph_orphaned, phsh nodes and map).
+  std::uint32_t orphan_after_ms = 10000;
   // ssh:// links. Empty identity: ~/.ssh/id_ed25519, then ~/.ssh/id_rsa, then the ssh-agent (SSH_AUTH_SOCK).
   // Empty known_hosts: ~/.ssh/known_hosts. Policy "strict" refuses an unknown gateway key, "accept-new" records
   // it; a changed key is refused either way. A leading "~/" is the home directory.

@@ -75,6 +75,15 @@ struct LinkInfo {
   std::uint64_t frames_unacked = 0;
   std::uint64_t bytes_queued = 0;
 };
+// Virtual nodes whose owner went away holding them (it crashed, or has been cut off for orphan_after_ms) and
+// that nobody else assumes now. A node that finalizes, even with a log, withdraws its intervals first and is
+// not one of these. Messages to them wait, as for any virtual node nobody assumes.
+struct OrphanedInterval {
+  Interval span;
+  vp_t owner = 0;  // the resource name that held it
+  std::chrono::milliseconds lost_for{0};  // how long it has been unreachable
+};
+
 struct RoutingSnapshot {
   vp_t self = 0;
   std::uint64_t seqno = 0;
@@ -86,6 +95,7 @@ struct RoutingSnapshot {
   std::vector<vp_t> waiting_for;    // what they wait for: distinct destinations, the first 16
   std::uint64_t links_lost = 0;        // times an established link broke since initialize
   std::uint64_t out_of_hops = 0;       // packets that used up their hop limit here (held, then re-routed)
+  std::vector<OrphanedInterval> orphaned;
   // Migration (docs/migration.md): this node's lock, who holds it, and whether an attempt of its own is under
   // way.
   bool migration_locked = false;
@@ -134,6 +144,8 @@ class PH_API Node {
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
   std::vector<Interval> assumed() const;
+  // What this node's routing table says of owners that went away (OrphanedInterval).
+  std::vector<OrphanedInterval> orphaned() const;
 
   // migration (paper 3.5-3.6; docs/migration.md). A node taking part assumes one interval or none.
   // pack returns the application state of the virtual nodes leaving this node, nullopt if it cannot (the

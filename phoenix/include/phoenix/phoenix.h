@@ -67,6 +67,10 @@ PH_API void ph_msg_free(ph_msg_t *m);
 PH_API int ph_assume(ph_vps_t s);
 PH_API int ph_release(ph_vps_t s);
 PH_API int ph_assumed(ph_vps_t *out, size_t max);
+/* Virtual nodes whose owner went away holding them (crashed, or cut off for orphan_after_ms) and that nobody
+ * assumes now; returns how many (fills at most max). A node that finalizes withdraws its intervals first. */
+typedef struct { ph_vps_t span; ph_vp_t owner; int64_t lost_ms; } ph_orphan_t;
+PH_API int ph_orphaned(ph_orphan_t *out, size_t max);
 
 /* migration (paper 3.5-3.6): intervals move between adjacent nodes with the application's state.
  * pack stores in *data a buffer from malloc() holding the state of s (phoenix frees it) and returns 0, or
