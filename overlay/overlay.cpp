@@ -74,13 +74,19 @@ overlay_view overlay::view() const {
   v.neighbours_refused = links_.neighbours_refused();
   v.out_of_hops = forwarder_.out_of_hops();
   v.routing_ignored = routing_.table().input_stats();
-  const auto now = std::chrono::steady_clock::now();
-  for (auto& l : routing_.table().lost_owners(now, config_.orphan_after))
-    v.lost_owners.push_back({l.source, std::move(l.intervals),
-                             std::chrono::duration_cast<std::chrono::milliseconds>(now - l.since)});
+  v.lost_owners = orphaned();
   v.accept_failures = links_.accept_failures();
   v.handshakes_refused = links_.handshakes_refused();
   return v;
+}
+
+std::vector<overlay_view::lost_owner> overlay::orphaned() const {
+  std::vector<overlay_view::lost_owner> out;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& l : routing_.table().lost_owners(now, config_.orphan_after))
+    out.push_back({l.source, std::move(l.intervals),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - l.since)});
+  return out;
 }
 
 }  // namespace phoenix::overlay

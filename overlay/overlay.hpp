@@ -160,6 +160,7 @@ class overlay final : public connection_owner {
   bool can_reach(node_id destination) const { return routing_.table().is_reachable(destination); }
   std::optional<node_id> owner_of(std::uint64_t vnode) const { return routing_.table().owner_of(vnode); }
   overlay_view view() const;
+  std::vector<overlay_view::lost_owner> orphaned() const;  // view().lost_owners alone
 
   // connection_owner
   link_resume resume_for(node_id peer) override;

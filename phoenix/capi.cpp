@@ -146,6 +146,14 @@ int ph_orphaned(ph_orphan_t* out, size_t max) {
   return static_cast<int>(all.size());
 }
 
+int ph_set_adoption_handler(ph_adopt_fn fn, void* ctx) {
+  if (!fn) return PH_EINVAL;
+  auto* n = node();
+  if (!n) return PH_ESTATE;
+  return code(n->set_adoption_handler(
+      [fn, ctx](phoenix::Interval s, phoenix::vp_t owner) { fn(ph_vps_t{s.lo, s.hi}, owner, ctx); }));
+}
+
 int ph_set_state_handlers(ph_pack_fn pack, ph_unpack_fn unpack, void* ctx) {
   if (!pack || !unpack) return PH_EINVAL;
   auto* n = node();

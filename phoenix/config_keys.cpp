@@ -72,6 +72,11 @@ std::string validate_link_protection(const Config& c) {
   return "link_protection \"" + c.link_protection + "\" must be \"integrity\" or \"off\"";
 }
 
+std::string validate_orphan_policy(const Config& c) {
+  if (c.orphan_policy == "wait" || c.orphan_policy == "adopt") return "";
+  return "orphan_policy \"" + c.orphan_policy + "\" must be \"wait\" or \"adopt\"";
+}
+
 // Non-empty, within [0, L), pairwise disjoint (touching is fine).
 std::string validate_assume(const Config& c) {
   for (const Interval& s : c.assume) {

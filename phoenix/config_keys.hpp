@@ -58,6 +58,7 @@ std::string validate_name(const Config& c);
 std::string validate_log_level(const Config& c);
 std::string validate_ssh_host_key_policy(const Config& c);
 std::string validate_link_protection(const Config& c);
+std::string validate_orphan_policy(const Config& c);
 std::string validate_assume(const Config& c);
 
 namespace key_bounds {
@@ -99,6 +100,8 @@ inline constexpr std::array kConfigKeys = {
     ConfigKey{"hop_limit", "PHOENIX_HOP_LIMIT", KeyKind::count, &Config::hop_limit, {1, 255}},
     ConfigKey{"orphan_after_ms", "PHOENIX_ORPHAN_AFTER_MS", KeyKind::count, &Config::orphan_after_ms,
               {10, 86'400'000}},
+    ConfigKey{"orphan_policy", "PHOENIX_ORPHAN_POLICY", KeyKind::text, &Config::orphan_policy, {},
+              validate_orphan_policy},
     ConfigKey{"assume", nullptr, KeyKind::intervals, &Config::assume, {}, validate_assume},
     ConfigKey{"share", "PHOENIX_SHARE", KeyKind::share},
     ConfigKey{"node", nullptr, KeyKind::tables},

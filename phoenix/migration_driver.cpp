@@ -75,6 +75,10 @@ void migration_driver::give(interval t, vp_t taker) {
   queue_step({step_kind::give, t, taker});
 }
 
+void migration_driver::adopted(Interval span, vp_t owner) {
+  if (adoption_handler_) queue_step(step{step_kind::adopted, span, owner});
+}
+
 void migration_driver::queue_step(const step& s) {
   std::lock_guard lock(steps_mu_);
   steps_.push_back(s);
@@ -274,7 +278,10 @@ int migration_driver::run_pending(progress_engine& progress) {
       pending_.fetch_sub(1, std::memory_order_relaxed);
     }
     ++ran;
-    if (s.what == step_kind::give) {
+    if (s.what == step_kind::adopted) {
+      adoption_handler_(s.span, s.partner);
+      progress.call([&] { ops_.adoption_told(s.span); });
+    } else if (s.what == step_kind::give) {
       // Release first, so that no message for the interval reaches the application while it packs.
       progress.call([&] {
         ops_.release(s.span);

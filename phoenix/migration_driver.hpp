@@ -45,6 +45,8 @@ class migration_driver {
     // Whether an application thread may still be handling a message for a virtual node in the interval
     // (messages_in_hand.hpp); called without the token. Unset: never.
     std::function<bool(Interval)> handling;
+    // The adoption handler ran for an adopted interval: its messages may go to the application now.
+    std::function<void(Interval)> adoption_told;
   };
 
   // How long a giver waits for application threads to finish the messages for the interval it released, before
@@ -61,6 +63,11 @@ class migration_driver {
 
   // Set before migrating; without them no application state moves.
   void set_handlers(Node::PackFn pack, Node::UnpackFn unpack);
+  // An orphaned interval this node assumed (orphan_policy "adopt"): the handler is told on an application
+  // thread, as a pending step; then ops.adoption_told. Unset handler: nothing to tell, adopted() does nothing.
+  void set_adoption_handler(Node::AdoptionHandler handler) { adoption_handler_ = std::move(handler); }
+  bool tells_adoptions() const { return static_cast<bool>(adoption_handler_); }
+  void adopted(Interval span, vp_t owner);
 
   // Cheap enough for the receive path's every turn: one atomic load, no lock.
   bool has_pending() const { return pending_.load(std::memory_order_acquire) > 0; }
@@ -92,7 +99,7 @@ class migration_driver {
     std::uint64_t index = 0;
     Bytes bytes;
   };
-  enum class step_kind { give, arrive };
+  enum class step_kind { give, arrive, adopted };
   struct step {
     step_kind what;
     migration::interval span;
@@ -123,6 +130,7 @@ class migration_driver {
 
   Node::PackFn pack_;
   Node::UnpackFn unpack_;
+  Node::AdoptionHandler adoption_handler_;
   std::optional<outgoing> out_;
   std::optional<incoming> in_;
   std::vector<early_chunk> early_chunks_;

@@ -163,8 +163,13 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
       migration_driver::node_ops{[this](overlay::packet p) { overlay_->send_unbounded(std::move(p)); },
                                  [this](Interval s) { release_and_requeue(s); },
                                  [this](Interval s) { assume_now(s); },
-                                 [this](Interval s) { return in_hand_.handling(s); }});
+                                 [this](Interval s) { return in_hand_.handling(s); },
+                                 [this](Interval s) {
+                                   std::lock_guard lock(inbox_mu_);
+                                   std::erase(adoption_untold_, s);
+                                 }});
   sync_migration_interval();
+  if (config_.orphan_policy == "adopt") adoption_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   for (const auto& peer : config_.peers) {
     if (const auto ec = overlay_->add_port(peer, &error)) {
       overlay_.reset();
@@ -188,6 +193,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
                  logged.size());
   progress_->start_background();
   running_ = true;
+  if (adoption_timer_) progress_->call([&] { arm_adoption(); });
   return {};
 }
 
@@ -217,7 +223,10 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
                               clock::now() + goodbye_timeout))
     logger()->warn("{}: a neighbour did not answer goodbye within {} s; it may keep messages for this node",
                    config_.name, goodbye_timeout.count());
-  progress_->call([&] { overlay_->stop_linking(); });
+  progress_->call([&] {
+    overlay_->stop_linking();
+    if (adoption_timer_) adoption_timer_->cancel();
+  });
   progress_->drive_until([&] { return overlay_->is_quiet(); }, clock::now() + quiet_timeout);
   progress_->stop_background();
 
@@ -229,6 +238,7 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
     undelivered.push_back(std::move(p));
   }
   migration_.reset();
+  adoption_timer_.reset();
   overlay_.reset();
   progress_.reset();
   std::error_code result;
@@ -426,6 +436,9 @@ std::size_t Node::drop_links() {
 }
 
 std::vector<OrphanedInterval> Node::orphaned() const { return routing_snapshot().orphaned; }
+std::error_code Node::set_adoption_handler(AdoptionHandler handler) {
+  return impl_->set_adoption_handler(std::move(handler));
+}
 
 RoutingSnapshot Node::routing_snapshot() const {
   if (!impl_->running_) return {};

@@ -54,6 +54,7 @@ class Node::Impl {
   void came_back() { in_hand_.came_back(); }
   std::error_code assume(Interval s);
   std::error_code release(Interval s);
+  std::error_code set_adoption_handler(Node::AdoptionHandler handler);
 
   // migration (migration_driver.hpp)
   std::error_code join(std::chrono::milliseconds timeout);
@@ -76,6 +77,8 @@ class Node::Impl {
 
   std::mutex inbox_mu_;
   std::deque<Message> inbox_;
+  // Adopted intervals whose handler has not run yet: their messages stay in the inbox until it has (inbox_mu_).
+  std::vector<Interval> adoption_untold_;
   std::uint64_t received_total_ = 0;  // messages the application received (inbox_mu_)
   std::uint64_t sent_total_ = 0;      // messages of the application handed to the overlay (the token)
 
@@ -127,6 +130,11 @@ class Node::Impl {
   bool assume_now(Interval s);           // holding the token; false if it overlaps
   void sync_migration_interval();        // holding the token: the protocol learns what the node assumes
   bool migration_involved() const;       // holding the token: an attempt or a lock is under way
+  // orphan_policy "adopt" (orphan_adoption.hpp): looks at the orphaned intervals every quarter of
+  // orphan_after_ms, holding the token, and assumes one that touches this node's interval.
+  void arm_adoption();
+  void adopt_orphan();
+  std::unique_ptr<asio::steady_timer> adoption_timer_;
   // Closes the migration protocol and drives the node until no migration it takes part in is under way (the
   // wait of finalize and suspend); false if one still is after migration_settle_timeout.
   bool settle_migrations();

@@ -23,8 +23,11 @@ void Node::Impl::deliver(overlay::packet&& p) {
 std::optional<Message> Node::Impl::take(int tag) {
   std::lock_guard lock(inbox_mu_);
   // any_tag takes the oldest application message: services' messages (negative tags) are theirs alone.
-  const auto it = std::find_if(inbox_.begin(), inbox_.end(), [tag](const Message& m) {
-    return tag == any_tag ? m.tag() >= 0 : m.tag() == tag;
+  const auto it = std::find_if(inbox_.begin(), inbox_.end(), [&](const Message& m) {
+    if (tag == any_tag ? m.tag() < 0 : m.tag() != tag) return false;
+    // Not before the adoption handler of its interval ran (node_adoption.cpp).
+    return adoption_untold_.empty() || std::none_of(adoption_untold_.begin(), adoption_untold_.end(),
+                                                    [&](const Interval& s) { return s.contains(m.dest()); });
   });
   if (it == inbox_.end()) return std::nullopt;
   Message m = std::move(*it);

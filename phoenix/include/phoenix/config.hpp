@@ -54,6 +54,11 @@ struct Config {
   // An owner that has been unreachable this long, and held intervals when it went, is presumed crashed: its
   // intervals are reported as orphaned (Node::orphaned, ph_orphaned, phsh nodes and map).
   std::uint32_t orphan_after_ms = 10000;
+  // What happens to orphaned intervals: "wait" (they stay nobody's: the owner may come back from a log) or
+  // "adopt" (the node whose interval ends where one begins assumes it, and its application is told: see
+  // Node::set_adoption_handler). Adopting presumes the owner crashed: one only cut off would find its
+  // intervals assumed twice when it comes back.
+  std::string orphan_policy = "wait";
   // ssh:// links. Empty identity: ~/.ssh/id_ed25519, then ~/.ssh/id_rsa, then the ssh-agent (SSH_AUTH_SOCK).
   // Empty known_hosts: ~/.ssh/known_hosts. Policy "strict" refuses an unknown gateway key, "accept-new" records
   // it; a changed key is refused either way. A leading "~/" is the home directory.

@@ -146,6 +146,13 @@ class PH_API Node {
   std::vector<Interval> assumed() const;
   // What this node's routing table says of owners that went away (OrphanedInterval).
   std::vector<OrphanedInterval> orphaned() const;
+  // With orphan_policy "adopt", this node assumes an orphaned interval that touches its own (config.hpp) and
+  // calls the handler with it and its old owner: no state comes with it (the application re-creates what it
+  // can: re-spawns lost work, or lets a Volpex replica take over). It runs on an application thread inside a
+  // receive call, ph_poll, ph_join or ph_leave, like the state handlers; messages for the interval reach the
+  // application only after it returned. Without a handler the interval is assumed all the same.
+  using AdoptionHandler = std::function<void(Interval span, vp_t owner)>;
+  std::error_code set_adoption_handler(AdoptionHandler handler);
 
   // migration (paper 3.5-3.6; docs/migration.md). A node taking part assumes one interval or none.
   // pack returns the application state of the virtual nodes leaving this node, nullopt if it cannot (the

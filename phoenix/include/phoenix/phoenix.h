@@ -71,6 +71,10 @@ PH_API int ph_assumed(ph_vps_t *out, size_t max);
  * assumes now; returns how many (fills at most max). A node that finalizes withdraws its intervals first. */
 typedef struct { ph_vps_t span; ph_vp_t owner; int64_t lost_ms; } ph_orphan_t;
 PH_API int ph_orphaned(ph_orphan_t *out, size_t max);
+/* With orphan_policy "adopt": called when this node assumed an orphaned interval next to its own, with no
+ * state, on an application thread (like unpack); messages for it are received only after it returned. */
+typedef void (*ph_adopt_fn)(ph_vps_t s, ph_vp_t owner, void *ctx);
+PH_API int ph_set_adoption_handler(ph_adopt_fn fn, void *ctx);
 
 /* migration (paper 3.5-3.6): intervals move between adjacent nodes with the application's state.
  * pack stores in *data a buffer from malloc() holding the state of s (phoenix frees it) and returns 0, or

@@ -1,0 +1,26 @@
+// phoenix/orphan_adoption.hpp — which orphaned interval (Node::orphaned) a node adopts under orphan_policy
+// "adopt". Pure: the node passes what it assumes and what its routing table says.
+//
+// The node whose interval ends where an orphaned one begins adopts it, once it has been orphaned for `after`
+// (its owner unreachable for orphan_after_ms, plus as long again). Where nobody's interval ends there (the
+// orphan begins at 0, or what lies below is nobody's too), the node whose interval begins where it ends adopts
+// it, after twice that: a lower neighbour that exists but is not known here yet goes first. A node that assumes
+// nothing, or several intervals, adopts nothing: the migration protocol needs one interval, and adopting only
+// what touches it keeps it one.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <phoenix/node.hpp>
+#include <vector>
+
+namespace phoenix {
+
+// `owned(v)`: some node (this one included) assumes virtual node v, as far as this node's routes say.
+std::optional<OrphanedInterval> adoption_for(const std::vector<Interval>& mine,
+                                             const std::vector<OrphanedInterval>& orphans,
+                                             std::chrono::milliseconds after,
+                                             const std::function<bool(vp_t)>& owned);
+
+}  // namespace phoenix

@@ -1,0 +1,38 @@
+// Tests of phoenix/orphan_adoption.hpp: which orphaned interval a node adopts.
+#include <doctest/doctest.h>
+
+#include "phoenix/orphan_adoption.hpp"
+
+using namespace phoenix;
+using namespace std::chrono_literals;
+
+namespace {
+
+OrphanedInterval orphan(vp_t lo, vp_t hi, std::chrono::milliseconds lost_for) { return {{lo, hi}, 77, lost_for}; }
+const auto nobody = [](vp_t) { return false; };
+const auto everyone = [](vp_t) { return true; };
+
+}  // namespace
+
+TEST_CASE("orphan adoption: the node whose interval ends where the orphan begins adopts it, after the wait") {
+  const std::vector<Interval> mine{{0, 100}};
+  CHECK_FALSE(adoption_for(mine, {orphan(100, 200, 5s)}, 10s, everyone));
+  const auto got = adoption_for(mine, {orphan(300, 400, 20s), orphan(100, 200, 10s)}, 10s, everyone);
+  REQUIRE(got);
+  CHECK(got->span == Interval{100, 200});
+  CHECK(got->owner == 77);
+}
+
+TEST_CASE("orphan adoption: the node above adopts only if nobody's interval ends below the orphan, and after twice the wait") {
+  const std::vector<Interval> mine{{200, 300}};
+  CHECK_FALSE(adoption_for(mine, {orphan(100, 200, 30s)}, 10s, everyone));  // the node below adopts
+  CHECK_FALSE(adoption_for(mine, {orphan(100, 200, 15s)}, 10s, nobody));    // it may not be known here yet
+  CHECK(adoption_for(mine, {orphan(100, 200, 20s)}, 10s, nobody));
+  CHECK(adoption_for({{50, 60}}, {orphan(0, 50, 20s)}, 10s, everyone));  // nothing lies below 0
+}
+
+TEST_CASE("orphan adoption: a node that assumes nothing, or several intervals, adopts nothing") {
+  CHECK_FALSE(adoption_for({}, {orphan(0, 50, 1h)}, 10s, nobody));
+  CHECK_FALSE(adoption_for({{0, 10}, {20, 30}}, {orphan(10, 20, 1h)}, 10s, nobody));
+  CHECK_FALSE(adoption_for({{0, 10}}, {orphan(11, 20, 1h)}, 10s, nobody));  // not adjacent
+}
