@@ -10,7 +10,8 @@
 #             close and finalize (FINALIZE, on by default in the model)
 #   liveness  LTL with weak fairness (-a -f), 3 nodes, 3 vnodes: every involvement of a node ends (ltl "settles"),
 #             so every attempt ends, every lock is freed again (ltl "live"), every invitation is answered and
-#             every node that closed finalizes
+#             every node that closed finalizes; and, expected to fail, a node that crashes (-DCRASH) leaves a live
+#             node's attempt or lock waiting for good (ltl "live_nodes")
 #   scale     4 nodes: exhaustive with 1 attempt per node; bitstate (-DBITSTATE -w28), bounded in time, with 2
 #   bugs      each seeded bug (-DBUG_...) must make SPIN report an error (among them decision 6 undone: invitations
 #             not counted, or counted as a flag; no withdraw; neither, which is the chaos test's bug; and the leave
@@ -134,6 +135,9 @@ liveness_jobs() {
   add liveness liveness.settles pass 300 "-DLIVENESS -DAPPS=0 -DV=3" "-O2 -DNFAIR=3" \
     "-m10000 -a -f -N settles -w24" \
     "3 nodes, 3 vnodes, [] (involved[i] -> <> !involved[i]), implies live"
+  # the protocol without leases: a crashed partner leaves a live node attempting (or locked) for good
+  add liveness liveness.crash_no_lease fail 60 "-DLIVENESS -DCRASH -DAPPS=0 -DV=3" "-O1 -DNFAIR=3" \
+    "-m10000 -a -f -N live_nodes -w22" "a node crashes, no lease: a live node's attempt never ends"
 }
 # 4 nodes, 4 vnodes: exhaustive with 1 attempt per node; with 2 the exhaustive run does not finish in a minute
 # (hash compaction, -DHC4, had stored 58 M states after 157 s and was still going), so bitstate, stopped after 20 s

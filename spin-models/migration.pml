@@ -43,11 +43,16 @@
  *   TEMP_LEAVE  node TEMP_NODE (default 0) may also close with whatever it assumes, once no attempt of its own
  *             is under way (temporary leave, ph_suspend), and reopen, once, before or after it finalized (its
  *             suspend could not go ahead, or it is back with its intervals)
+ *   CRASH     one node may crash at any point (SIGKILL): it takes no step again, what waits in its inbox and
+ *             whatever is sent to it later is lost; what it sent before is delivered. Final leaves settlement to
+ *             the LTL property live_nodes, which asks it only of the nodes that have not crashed
+ *   SLOW      one node may stop taking steps at any point (SIGSTOP) and go on later with its state and inbox
  *   WITNESSES witness points: every handler branch fails an assertion the first time it runs (with pan -c0,
  *             check.sh collects them; see WITNESS)
  *   LIVENESS  compile the LTL properties: settles (every involvement of a node ends; the one check.sh runs; it
  *             implies all the others except quiesce), live (attempts_end and locks_free), attempts_end,
- *             locks_free, invitations_end, finalizes, quiesce
+ *             locks_free, invitations_end, finalizes, quiesce; live_nodes (CRASH, SLOW: attempts end and locks
+ *             are freed on every node that has not crashed)
  *
  * Seeded bugs (each makes SPIN report an error; check.sh runs them):
  *   BUG_NO_ADJ34            line 34 without the adjacency test
@@ -95,7 +100,7 @@
  *     a per-vnode queue that is delivered only while somebody assumes the vnode, to whoever assumes it at
  *     delivery time (the delivery contract of ph_send).
  *   - The application messages are all sent at the start (see init).
- *   - Nodes do not crash. A node may finalize (FINALIZE; doc: leaving in the middle): it closes -- begins no
+ *   - Nodes do not crash unless CRASH says so. A node may finalize (FINALIZE; doc: leaving in the middle): it closes -- begins no
  *     attempt, answers every query from another node with fail1 and every lock2 with fail2 -- and is gone for
  *     good (GONE) as soon as nothing involves it: no attempt, no lock held or granted, no transfer, no open
  *     invitation (eagerly: ph_finalize stops driving the protocol at that moment). Only a node that assumes
@@ -206,6 +211,25 @@ bool reopened[N];      /* it came back (or its suspend could not go ahead): reop
 #define TEMPORARY(i) false
 #endif
 
+/* CRASH: one node may crash at any point: it takes no step again, its inbox is never read, messages to it are
+ * lost. SLOW: one node may stop taking steps for a while (SIGSTOP) and then go on with its state and inbox.
+ * RUNS(i): node i takes steps (its handlers, begin, the overlay's deliveries to it). */
+#ifdef CRASH
+bool crashed[N];
+bool crash_used;       /* at most one crash in a run */
+#define CRASHED(i) crashed[i]
+#else
+#define CRASHED(i) false
+#endif
+#ifdef SLOW
+bool stopped[N];
+bool stop_used;        /* at most one stop in a run */
+#define STOPPED(i) stopped[i]
+#else
+#define STOPPED(i) false
+#endif
+#define RUNS(i) (!CRASHED(i) && !STOPPED(i))
+
 /* ghost state, for the properties only (functions of the rest, so they add no states) */
 byte tr_lo[N];         /* T released by node i and not yet assumed by the taker ("in transit") */
 byte tr_hi[N];
@@ -272,9 +296,9 @@ hidden byte seen[48];
 #define LOST(i) (GONE(i) && !TEMPORARY(i) && !EMPTY(i))
 /* node i takes part: it has not finalized for a temporary leave (TEMP_LEAVE) */
 #ifdef TEMP_LEAVE
-#define PRESENT(i) NOT_GONE(i)
+#define PRESENT(i) (NOT_GONE(i) && RUNS(i))
 #else
-#define PRESENT(i) true
+#define PRESENT(i) RUNS(i)
 #endif
 
 /* the one node that assumes v, in m_o (NONE if nobody) */
@@ -293,12 +317,16 @@ inline owner_of(v) {
 
 /* every send checks for room first, so that a channel that fills up is an error, not a silent block */
 inline send(from, to, t, a, b) {
-  to_gone = GONE(to); assert(!to_gone);  /* nothing is sent to a node that finalized (it would be lost) */
-  assert(nfull(LINK(from, to)));
-  LINK(from, to)!t, a, b;
   if
-  :: ATTEMPT_MSG(t) -> inflight[to]++
-  :: else -> skip
+  :: CRASHED(to) -> skip  /* CRASH: lost */
+  :: else ->
+     to_gone = GONE(to); assert(!to_gone);  /* nothing is sent to a node that finalized (it would be lost) */
+     assert(nfull(LINK(from, to)));
+     LINK(from, to)!t, a, b;
+     if
+     :: ATTEMPT_MSG(t) -> inflight[to]++
+     :: else -> skip
+     fi
   fi
 }
 
@@ -707,7 +735,7 @@ inline handle(me, q) {
 #else
 #define WAITING(src, dst) false
 #endif
-#define CAN_HANDLE(src, dst) (nempty(LINK(src, dst)) && !WAITING(src, dst))
+#define CAN_HANDLE(src, dst) (nempty(LINK(src, dst)) && !WAITING(src, dst) && RUNS(dst))
 #define HANDLE(src, dst) LINK(src, dst)?m_t, m_a, m_b; handle(dst, src)
 
 #ifdef FINE_FAIRNESS
@@ -726,10 +754,10 @@ end:
 
 /* ---- Figure 2: begin an attempt ---- */
 #ifndef UNBOUNDED
-#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me] && tries[me] > 0)
+#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me] && tries[me] > 0 && RUNS(me))
 #define USE_TRY tries[me]--
 #else
-#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me])
+#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me] && RUNS(me))
 #define USE_TRY skip
 #endif
 
@@ -788,9 +816,9 @@ inline app_receive(me) {
  * it; LOST is the monitor of what the driver's wait prevents. BUG_CLOSE_WHILE_BUSY is the code before the fix:
  * ph_leave returned at once on an empty interval, and ph_finalize closed whatever was under way. */
 #if FINALIZE && defined(BUG_CLOSE_WHILE_BUSY)
-#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me)) -> closing[me] = true; WITNESS(38); check_node(me) }
+#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && RUNS(me)) -> closing[me] = true; WITNESS(38); check_node(me) }
 #elif FINALIZE
-#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && !BUSY(me)) -> closing[me] = true; WITNESS(38); \
+#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && !BUSY(me) && RUNS(me)) -> closing[me] = true; WITNESS(38); \
                               check_node(me) }
 #else
 #define CLOSE(me)
@@ -807,14 +835,53 @@ inline app_receive(me) {
 #define TEMP_NODE 0
 #endif
 #define LEAVE_TEMPORARILY(me) \
-  :: d_step { (me == TEMP_NODE && !closing[me] && !reopened[me] && !BUSY(me)) -> \
+  :: d_step { (me == TEMP_NODE && !closing[me] && !reopened[me] && !BUSY(me) && RUNS(me)) -> \
               closing[me] = true; temporary[me] = true; \
               if :: !EMPTY(me) -> WITNESS(39) :: else -> skip fi } \
-  :: d_step { (closing[me] && temporary[me]) -> \
+  :: d_step { (closing[me] && temporary[me] && RUNS(me)) -> \
               if :: GONE(me) -> WITNESS(40) :: else -> WITNESS(41) fi; \
               closing[me] = false; temporary[me] = false; reopened[me] = true }
 #else
 #define LEAVE_TEMPORARILY(me)
+#endif
+
+/* CRASH: node me stops for good (SIGKILL), at any point, unless it has finalized already: what waits in its
+ * inbox is never read (dropped here, which keeps the channels checkable), and send() drops what comes later.
+ * What it sent before stays on the links and is delivered. Every step of the node is guarded by RUNS, so weak
+ * fairness never asks a crashed node to move. */
+#ifdef CRASH
+inline crash(me) {
+  crashed[me] = true; crash_used = true;
+  m_j = 0;
+  do
+  :: m_j < N && m_j != me ->
+     do
+     :: nempty(LINK(m_j, me)) -> LINK(m_j, me)?m_t, m_a, m_b
+     :: empty(LINK(m_j, me)) -> break
+     od;
+     m_j++
+  :: m_j == me -> m_j++
+  :: else -> break
+  od;
+#ifdef QUERY_INBOX
+  do
+  :: nempty(qin[me]) -> qin[me]?m_i
+  :: empty(qin[me]) -> break
+  od;
+#endif
+  inflight[me] = 0; m_i = 0; m_j = 0; m_t = 0; m_a = 0; m_b = 0
+}
+#define CRASH_STEP(me) :: d_step { (!crash_used && NOT_GONE(me)) -> crash(me) }
+#else
+#define CRASH_STEP(me)
+#endif
+/* SLOW: node me stops (SIGSTOP) at any point, once per run, and goes on later (SIGCONT) with its state and
+ * inbox; meanwhile messages to it wait */
+#ifdef SLOW
+#define STOP_STEP(me) :: d_step { (!stop_used && RUNS(me) && NOT_GONE(me)) -> stopped[me] = true; stop_used = true } \
+                      :: d_step { stopped[me] -> stopped[me] = false }
+#else
+#define STOP_STEP(me)
 #endif
 
 proctype Node(byte me) {
@@ -823,11 +890,13 @@ end:
   :: begin(me)
   CLOSE(me)
   LEAVE_TEMPORARILY(me)
+  CRASH_STEP(me)
+  STOP_STEP(me)
 #ifndef FINE_FAIRNESS
   RECV(0) RECV(1) RECV(2) RECV(3) RECV(4) RECV(5)
 #endif
 #ifdef QUERY_INBOX
-  :: d_step { qin[me]?m_i -> on_query(me, m_i); m_i = 0; check_node(me) }
+  :: d_step { (RUNS(me) && nempty(qin[me])) -> qin[me]?m_i; on_query(me, m_i); m_i = 0; check_node(me) }
 #endif
   :: app_receive(me)
   od
@@ -876,6 +945,7 @@ end:
 proctype Final() {
   timeout ->
   d_step {
+#ifndef CRASH
     m_i = 0;
     do
     :: m_i < N ->
@@ -899,6 +969,8 @@ proctype Final() {
        m_i++
     :: else -> break
     od;
+#endif
+    /* CRASH: what a crash leaves waiting for good is the business of the LTL properties (live_nodes) */
     check_cover()
   }
 }
@@ -1010,6 +1082,18 @@ init {
 #define QUIET (!attempting[0] && !attempting[1] && !locked[0] && !locked[1])
 #endif
 ltl settles { [] ALL_INVOLVED }
+/* CRASH, SLOW: every attempt of a node that has not crashed ends, and every lock it holds or granted is freed
+ * again (LIVE_ENDS: x holds of a live node, then eventually x does not, or the node crashed). Under weak fairness
+ * only the nodes that have not crashed must move: a crashed node's steps are all disabled */
+#define LIVE_ENDS(i, x) (((x) && !CRASHED(i)) -> <> (!(x) || CRASHED(i)))
+#define LIVE_NODE(i) (LIVE_ENDS(i, attempting[i]) && LIVE_ENDS(i, locked[i]))
+#if N == 3
+ltl live_nodes { [] (LIVE_NODE(0) && LIVE_NODE(1) && LIVE_NODE(2)) }
+#elif N == 4
+ltl live_nodes { [] (LIVE_NODE(0) && LIVE_NODE(1) && LIVE_NODE(2) && LIVE_NODE(3)) }
+#else
+ltl live_nodes { [] (LIVE_NODE(0) && LIVE_NODE(1)) }
+#endif
 ltl live { [] (ALL_ATTEMPTS && ALL_LOCKS) }
 /* stronger, and only true with a bound on attempts: every run ends with no attempt and no lock */
 ltl quiesce { <> [] (QUIET) }
