@@ -124,6 +124,9 @@ safety_variants() {
   add safety safety.uneven pass 120 "$W -DINIT=3 -DNAMES=1 -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
     "[0,1) and [1,4), names reversed"
   add safety safety.init_one pass 120 "$W -DINIT=0 -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" "node 0 owns all at first"
+  # doc, decision 8: one lease expiry at any moment (LEASES=1), 3 vnodes: 12.9 M states, about 35 s
+  add safety safety.lease pass 150 "$W -DLEASE -DLEASES=1 -DCAP=4 -DV=3 -DAPPS=0" "$O2" "-m10000 -q -w24 -c0" \
+    "leases: a lock broken at any moment"
   add safety safety.wait_locks pass 60 "$W -DWAIT_LOCKS -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
     "no fail fast at 54, total order kept"
   add safety safety.no_order pass 60 "$W -DBUG_LOCK_ORDER -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
@@ -167,6 +170,10 @@ bug_jobs() {
     "closes with its own take under way"
   add bugs bug.empty_s_adjacent fail 120 "-DBUG_EMPTY_S_ADJACENT -DQUERY_INBOX -DNO_PRE" "$O0" "-m10000 -q -w22" \
     "empty S adjacent, queries handled later"
+  add bugs bug.lease_after_release fail 60 "-DLEASE -DBUG_LEASE_AFTER_RELEASE -DCAP=4 -DAPPS=0" "$O0" "-m10000 -q -w22" \
+    "giver takes T back on its lease"
+  add bugs bug.drop_late_state fail 60 "-DLEASE -DBUG_DROP_LATE_STATE -DCAP=4 -DAPPS=0" "$O0" "-m10000 -q -w22" \
+    "late state dropped after a lease"
   add bugs bug.invited_flag_np fail 120 "-DBUG_INVITED_FLAG -DNO_PRE" "$O1" "-m10000 -q -w23" \
     "invitation a flag, no preconditions"
 }
