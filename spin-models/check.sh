@@ -10,7 +10,8 @@
 #             close and finalize (FINALIZE, on by default in the model)
 #   liveness  LTL with weak fairness (-a -f), 3 nodes, 3 vnodes: every involvement of a node ends (ltl "settles"),
 #             so every attempt ends, every lock is freed again (ltl "live"), every invitation is answered and
-#             every node that closed finalizes
+#             every node that closed finalizes; and, expected to fail, a node that crashes (-DCRASH) leaves a live
+#             node's attempt or lock waiting for good (ltl "live_nodes")
 #   scale     4 nodes: exhaustive with 1 attempt per node; bitstate (-DBITSTATE -w28), bounded in time, with 2
 #   bugs      each seeded bug (-DBUG_...) must make SPIN report an error (among them decision 6 undone: invitations
 #             not counted, or counted as a flag; no withdraw; neither, which is the chaos test's bug; and the leave
@@ -123,6 +124,9 @@ safety_variants() {
   add safety safety.uneven pass 120 "$W -DINIT=3 -DNAMES=1 -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
     "[0,1) and [1,4), names reversed"
   add safety safety.init_one pass 120 "$W -DINIT=0 -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" "node 0 owns all at first"
+  # doc, decision 8: one lease expiry at any moment (LEASES=1), 3 vnodes: 12.9 M states, about 35 s
+  add safety safety.lease pass 150 "$W -DLEASE -DLEASES=1 -DCAP=4 -DV=3 -DAPPS=0" "$O2" "-m10000 -q -w24 -c0" \
+    "leases: a lock broken at any moment"
   add safety safety.wait_locks pass 60 "$W -DWAIT_LOCKS -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
     "no fail fast at 54, total order kept"
   add safety safety.no_order pass 60 "$W -DBUG_LOCK_ORDER -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
@@ -134,6 +138,9 @@ liveness_jobs() {
   add liveness liveness.settles pass 300 "-DLIVENESS -DAPPS=0 -DV=3" "-O2 -DNFAIR=3" \
     "-m10000 -a -f -N settles -w24" \
     "3 nodes, 3 vnodes, [] (involved[i] -> <> !involved[i]), implies live"
+  # the protocol without leases: a crashed partner leaves a live node attempting (or locked) for good
+  add liveness liveness.crash_no_lease fail 60 "-DLIVENESS -DCRASH -DAPPS=0 -DV=3" "-O1 -DNFAIR=3" \
+    "-m10000 -a -f -N live_nodes -w22" "a node crashes, no lease: a live node's attempt never ends"
 }
 # 4 nodes, 4 vnodes: exhaustive with 1 attempt per node; with 2 the exhaustive run does not finish in a minute
 # (hash compaction, -DHC4, had stored 58 M states after 157 s and was still going), so bitstate, stopped after 20 s
@@ -163,6 +170,10 @@ bug_jobs() {
     "closes with its own take under way"
   add bugs bug.empty_s_adjacent fail 120 "-DBUG_EMPTY_S_ADJACENT -DQUERY_INBOX -DNO_PRE" "$O0" "-m10000 -q -w22" \
     "empty S adjacent, queries handled later"
+  add bugs bug.lease_after_release fail 60 "-DLEASE -DBUG_LEASE_AFTER_RELEASE -DCAP=4 -DAPPS=0" "$O0" "-m10000 -q -w22" \
+    "giver takes T back on its lease"
+  add bugs bug.drop_late_state fail 60 "-DLEASE -DBUG_DROP_LATE_STATE -DCAP=4 -DAPPS=0" "$O0" "-m10000 -q -w22" \
+    "late state dropped after a lease"
   add bugs bug.invited_flag_np fail 120 "-DBUG_INVITED_FLAG -DNO_PRE" "$O1" "-m10000 -q -w23" \
     "invitation a flag, no preconditions"
 }

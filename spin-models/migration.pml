@@ -43,11 +43,21 @@
  *   TEMP_LEAVE  node TEMP_NODE (default 0) may also close with whatever it assumes, once no attempt of its own
  *             is under way (temporary leave, ph_suspend), and reopen, once, before or after it finalized (its
  *             suspend could not go ahead, or it is back with its intervals)
+ *   CRASH     one node may crash at any point (SIGKILL): it takes no step again, what waits in its inbox and
+ *             whatever is sent to it later is lost; what it sent before is delivered. Final leaves settlement to
+ *             the LTL property live_nodes, which asks it only of the nodes that have not crashed
+ *   SLOW      one node may stop taking steps at any point (SIGSTOP) and go on later with its state and inbox
+ *   LEASE     doc, decision 8: attempt numbers on every message, a lease that may expire at any moment in the
+ *             phases before a release, late state assumed or given back (give_back), refuse for a give_request
+ *             whose grant was broken; LEASES (default 1) bounds the expiries that race a partner still able to
+ *             answer (one after a crash, or of a lock whose partner finalized, is not counted). Needs CAP=4: an
+ *             initiator may abandon attempts faster than replies to them are read
  *   WITNESSES witness points: every handler branch fails an assertion the first time it runs (with pan -c0,
  *             check.sh collects them; see WITNESS)
  *   LIVENESS  compile the LTL properties: settles (every involvement of a node ends; the one check.sh runs; it
  *             implies all the others except quiesce), live (attempts_end and locks_free), attempts_end,
- *             locks_free, invitations_end, finalizes, quiesce
+ *             locks_free, invitations_end, finalizes, quiesce; live_nodes (CRASH, SLOW: attempts end and locks
+ *             are freed on every node that has not crashed)
  *
  * Seeded bugs (each makes SPIN report an error; check.sh runs them):
  *   BUG_NO_ADJ34            line 34 without the adjacency test
@@ -74,6 +84,9 @@
  *                           everything away reports [0, 0), which is "adjacent below" to an initiator whose
  *                           interval starts at 0; the empty node grants its lock, closes, and the give brings it
  *                           an interval as it finalizes (LOST)
+ *   BUG_LEASE_AFTER_RELEASE (LEASE) the giver takes T back when its lease expires after the release: a slow taker
+ *                           assumes T too (disjoint cover)
+ *   BUG_DROP_LATE_STATE     (LEASE) a taker that broke its lock drops a late state (and says done): T is lost
  * and a variant of the protocol:
  *   WAIT_LOCKS              no fail fast at line 54: an ok1 that finds the initiator's own lock taken waits
  *                           until it is free instead of answering cleanup (doc: decision 5). Verifies alone:
@@ -95,7 +108,7 @@
  *     a per-vnode queue that is delivered only while somebody assumes the vnode, to whoever assumes it at
  *     delivery time (the delivery contract of ph_send).
  *   - The application messages are all sent at the start (see init).
- *   - Nodes do not crash. A node may finalize (FINALIZE; doc: leaving in the middle): it closes -- begins no
+ *   - Nodes do not crash unless CRASH says so. A node may finalize (FINALIZE; doc: leaving in the middle): it closes -- begins no
  *     attempt, answers every query from another node with fail1 and every lock2 with fail2 -- and is gone for
  *     good (GONE) as soon as nothing involves it: no attempt, no lock held or granted, no transfer, no open
  *     invitation (eagerly: ph_finalize stops driving the protocol at that moment). Only a node that assumes
@@ -161,6 +174,9 @@
 #endif
 
 mtype = { lock_you_first, lock2, ok1, ok2, fail1, fail2, cleanup, cleanup_ack, give_request, state, done, withdraw };
+#ifdef LEASE
+mtype = { refuse, give_back };  /* doc, decision 8 */
+#endif
 
 /* ---- Figure 1: the variables of each node (arrays indexed by node) ---- */
 bool locked[N];        /* line 2: s, FREE (false) or LOCKED (true) */
@@ -206,6 +222,70 @@ bool reopened[N];      /* it came back (or its suspend could not go ahead): reop
 #define TEMPORARY(i) false
 #endif
 
+/* CRASH: one node may crash at any point: it takes no step again, its inbox is never read, messages to it are
+ * lost. SLOW: one node may stop taking steps for a while (SIGSTOP) and then go on with its state and inbox.
+ * RUNS(i): node i takes steps (its handlers, begin, the overlay's deliveries to it). */
+#ifdef CRASH
+bool crashed[N];
+bool crash_used;       /* at most one crash in a run */
+#define CRASHED(i) crashed[i]
+#else
+#define CRASHED(i) false
+#endif
+#ifdef SLOW
+bool stopped[N];
+bool stop_used;        /* at most one stop in a run */
+#define STOPPED(i) stopped[i]
+#else
+#define STOPPED(i) false
+#endif
+#define RUNS(i) (!CRASHED(i) && !STOPPED(i))
+
+/* LEASE (doc, decision 8): every message of an attempt carries its number, NUM = initiator * ATTEMPTS + the
+ * initiator's tries[] left after begin, unique in a run (a query carries only that: its sender is NUM / ATTEMPTS).
+ * A lease may expire at any moment (stronger than "only while the partner is slow"), before anything is released:
+ * the own attempt before both locks are held or with nothing to move, a take after give_request (leaving a pending
+ * take), a granted lock not yet used for a release (leaving a pending grant), open invitations. */
+#ifdef LEASE
+#ifdef UNBOUNDED
+#error LEASE numbers attempts by what tries[] has left
+#endif
+#define NUM(i) ((i) * ATTEMPTS + tries[i])
+#define BIT(n) (1 << (n))
+byte gnum[N];      /* the number of the attempt a granted lock belongs to (locked, holder != i) */
+byte xpart[N];     /* the partner of a transfer under way (phase PH_TAKING or PH_GIVING) */
+byte broken[N];    /* bit n: node i broke its lock of attempt n (a grant, or its own take after give_request), and
+                    * a state for attempt n may still come: the pending grants and takes */
+#define PENDING(i) (broken[i] != 0)
+#ifndef LEASES
+#define LEASES 1       /* lease expiries in a run, each at any moment (the state space grows about 20-fold unbounded) */
+#endif
+byte expiries;
+/* the budget bounds the expiries that race a partner still able to answer (the slow partner). An expiry after a
+ * crash, or of a grant or invitation whose partner finalized, is the one a lease is for, and is not counted */
+#ifdef CRASH
+#define NEEDED(me) crash_used
+#else
+#define NEEDED(me) false
+#endif
+#define CAN_EXPIRE (expiries < LEASES || NEEDED(me))
+#define CAN_EXPIRE_GRANT (CAN_EXPIRE || GONE(holder[me]))
+/* a lock2 sent after the responder forgot its invitation on a lease and finalized is lost */
+#define CAN_EXPIRE_OWN (CAN_EXPIRE || (attempting[me] && locked[me] && holder[me] == me && GONE(partner[me])))
+#define CAN_EXPIRE_INV (CAN_EXPIRE || (INV(me, 0) > 0 && GONE(0)) || (INV(me, 1 % N) > 0 && GONE(1 % N)) \
+                        || (N > 2 && INV(me, 2 % N) > 0 && GONE(2 % N)) || (N > 3 && INV(me, 3 % N) > 0 && GONE(3 % N)))
+#define EXPIRE if :: expiries < LEASES -> expiries++ :: else -> skip fi
+#define GRANT(me) gnum[me] = m_c     /* the grant remembers the attempt it is for */
+#define TRANSFER_WITH(me, q) xpart[me] = q
+#define MINE(me) (m_c == NUM(me))  /* the message belongs to this node's attempt under way (if any) */
+#define QUERY_CURRENT(me) (attempting[me] && MINE(me))
+#else
+#define QUERY_CURRENT(me) true
+#define PENDING(i) false
+#define GRANT(me) skip
+#define TRANSFER_WITH(me, q) skip
+#endif
+
 /* ghost state, for the properties only (functions of the rest, so they add no states) */
 byte tr_lo[N];         /* T released by node i and not yet assumed by the taker ("in transit") */
 byte tr_hi[N];
@@ -213,9 +293,19 @@ byte inflight[N];      /* messages of node i's own attempt in flight: its query,
 
 /* ---- messages ---- */
 /* FIFO per ordered pair of distinct nodes: LINK(from, to) */
+#ifdef LEASE
+chan link[N * (N - 1)] = [CAP] of { mtype, byte, byte, byte };  /* and the attempt's number */
+#define NUMF , m_c
+#else
 chan link[N * (N - 1)] = [CAP] of { mtype, byte, byte };
+#define NUMF
+#endif
 #define LINK(f, t) link[(f) * (N - 1) + ((t) < (f) -> (t) : (t) - 1)]
+#ifdef LEASE
+chan vq[V] = [N * ATTEMPTS] of { byte };  /* queries waiting at a virtual node (NUM); abandoned ones stay queued */
+#else
 chan vq[V] = [N] of { byte };                       /* queries waiting at a virtual node (sender) */
+#endif
 #ifdef QUERY_INBOX
 chan qin[N] = [N] of { byte };  /* queries routed to node i and not yet handled */
 #endif
@@ -229,6 +319,7 @@ byte delivered[V];
 /* scratch variables of the d_steps (not part of the state) */
 hidden mtype m_t;
 hidden byte m_a, m_b, m_i, m_j, m_k, m_n, m_o, m_tlo, m_thi;
+hidden byte m_c;  /* LEASE: the number of the attempt the message being handled belongs to; replies carry it */
 /* the addressee has finalized; a node has an invitation open (named, so that the assertions read as what they
  * check) */
 hidden byte to_gone, invitation_open, lost;
@@ -239,7 +330,7 @@ hidden byte to_gone, invitation_open, lost;
  * configuration reaches is found (dead code, or a configuration missing from check.sh). The message reads
  * "assertion violated (n==0)" for witness n. Without WITNESSES they are skip and change nothing. */
 #ifdef WITNESSES
-hidden byte seen[48];
+hidden byte seen[64];
 #define WITNESS(n) if :: !seen[n] -> seen[n] = 1; assert(n == 0) :: else -> skip fi
 #else
 #define WITNESS(n) skip
@@ -252,7 +343,7 @@ hidden byte seen[48];
  * granted, a transfer, an open invitation (unrolled up to 6 nodes; INV(i, i) stays 0) */
 #define INVITED(i) (INV(i, 0) > 0 || INV(i, 1 % N) > 0 || (N > 2 && INV(i, 2 % N) > 0) \
                     || (N > 3 && INV(i, 3 % N) > 0) || (N > 4 && INV(i, 4 % N) > 0) || (N > 5 && INV(i, 5 % N) > 0))
-#define INVOLVED(i) (attempting[i] || locked[i] || phase[i] != PH_IDLE || INVITED(i))
+#define INVOLVED(i) (attempting[i] || locked[i] || phase[i] != PH_IDLE || INVITED(i) || PENDING(i))
 /* lock_protocol::busy(): an attempt of node i's own is under way (l, or its own lock held for a transfer) */
 #define BUSY(i) (attempting[i] || (locked[i] && holder[i] == (i)))
 /* node i has finalized: it closed and nothing needs it any more (ph_finalize waits for exactly that, then the
@@ -272,9 +363,9 @@ hidden byte seen[48];
 #define LOST(i) (GONE(i) && !TEMPORARY(i) && !EMPTY(i))
 /* node i takes part: it has not finalized for a temporary leave (TEMP_LEAVE) */
 #ifdef TEMP_LEAVE
-#define PRESENT(i) NOT_GONE(i)
+#define PRESENT(i) (NOT_GONE(i) && RUNS(i))
 #else
-#define PRESENT(i) true
+#define PRESENT(i) RUNS(i)
 #endif
 
 /* the one node that assumes v, in m_o (NONE if nobody) */
@@ -292,13 +383,26 @@ inline owner_of(v) {
                         || (t) == cleanup_ack)
 
 /* every send checks for room first, so that a channel that fills up is an error, not a silent block */
+/* LEASE: a node that abandoned an attempt on a lease may have finalized when a late reply to it comes; that is
+ * lost, as it is in phoenix. Never T itself or its answer: a node with a transfer or a pending grant or take for
+ * it is involved, so it has not finalized (asserted) */
+#ifdef LEASE
+#define LOST_TO_GONE(to, t) (GONE(to) && (t) != state && (t) != give_back && (t) != done)
+#else
+#define LOST_TO_GONE(to, t) false
+#endif
 inline send(from, to, t, a, b) {
-  to_gone = GONE(to); assert(!to_gone);  /* nothing is sent to a node that finalized (it would be lost) */
-  assert(nfull(LINK(from, to)));
-  LINK(from, to)!t, a, b;
   if
-  :: ATTEMPT_MSG(t) -> inflight[to]++
-  :: else -> skip
+  :: CRASHED(to) -> skip  /* CRASH: lost */
+  :: LOST_TO_GONE(to, t) -> WITNESS(49)
+  :: else ->
+     to_gone = GONE(to); assert(!to_gone);  /* nothing is sent to a node that finalized (it would be lost) */
+     assert(nfull(LINK(from, to)));
+     LINK(from, to)!t, a, b NUMF;
+     if
+     :: ATTEMPT_MSG(t) -> inflight[to]++
+     :: else -> skip
+     fi
   fi
 }
 
@@ -416,7 +520,7 @@ inline transfer(me) {
      /* p takes: ask q to give T */
      if :: plan[me] == TAKE_HALF -> WITNESS(2) :: else -> WITNESS(3) fi;
      if :: m_thi - m_tlo > 1 -> WITNESS(4) :: else -> skip fi;  /* more than one vnode moves */
-     phase[me] = PH_TAKING;
+     phase[me] = PH_TAKING; TRANSFER_WITH(me, partner[me]);
      send(me, partner[me], give_request, m_tlo, m_thi);
 #ifdef BUG_TAKER_ASSUMES_EARLY
      assume(me, partner[me]);
@@ -430,7 +534,7 @@ inline transfer(me) {
      if :: plan[me] == GIVE_ALL -> WITNESS(5) :: else -> WITNESS(6) fi;
      if :: plan[me] == GIVE_K && m_thi - m_tlo > 1 -> WITNESS(34) :: else -> skip fi;  /* K > 1 vnodes given */
      release(me);
-     phase[me] = PH_GIVING;
+     phase[me] = PH_GIVING; TRANSFER_WITH(me, partner[me]);
      send(me, partner[me], state, m_tlo, m_thi);
 #ifdef BUG_INITIATOR_FREES_EARLY
      free_lock(me);
@@ -442,16 +546,20 @@ inline transfer(me) {
 
 /* ---- Figure 3: message handlers; me = p (receiver), q = sender ---- */
 
+
 /* line 20 */
 inline on_query(me, q) {
   inflight[q]--;
   /* the sides of Figure 2 (witnessed here: begin() is atomic, and only a d_step leaves seen[] set) */
   if :: side[q] == S_ANY -> WITNESS(35) :: side[q] == S_BELOW -> WITNESS(36) :: else -> WITNESS(37) fi;
   if
-  :: q == me ->
+  :: q == me && QUERY_CURRENT(me) ->
      /* line 22: the query came back to its sender */
      WITNESS(7);
      attempting[me] = false; end_attempt(me)
+  :: q == me && !QUERY_CURRENT(me) ->
+     /* LEASE: the query of an attempt its lease ended came back: it ends nothing (the node may be in a new one) */
+     WITNESS(58)
   :: q != me && closing[me] ->
      /* doc: leaving in the middle: a closing node answers every query with fail1, whatever the order */
      WITNESS(8);
@@ -472,7 +580,7 @@ inline on_query(me, q) {
 #endif
      /* line 28: grant p's lock to q */
      WITNESS(10);
-     locked[me] = true; holder[me] = q; send(me, q, ok1, lo[me], hi[me])
+     locked[me] = true; holder[me] = q; GRANT(me); send(me, q, ok1, lo[me], hi[me])
 #ifndef BUG_LOCK_ORDER
   :: q != me && !closing[me] && RN(me) < RN(q) && locked[me] ->
 #else
@@ -516,7 +624,9 @@ inline on_lock_you_first(me, q, a, b) {
  * one that answers none and changes nothing) */
 inline answered_invitation(me, q) {
 #ifndef BUG_NO_INVITATIONS
+#ifndef LEASE
   PRE(INV(me, q) > 0);
+#endif
   if :: INV(me, q) > 0 -> INV(me, q)-- :: else -> skip fi
 #else
   skip
@@ -540,7 +650,7 @@ inline on_lock2(me, q, a, b) {
 #endif
      /* line 44: grant the lock to q */
      WITNESS(15);
-     locked[me] = true; holder[me] = q; send(me, q, ok2, 0, 0)
+     locked[me] = true; holder[me] = q; GRANT(me); send(me, q, ok2, 0, 0)
   :: closing[me] ->
      /* doc: leaving in the middle: a closing node grants no lock */
      WITNESS(16);
@@ -629,7 +739,7 @@ inline on_give_request(me, q, a, b) {
   WITNESS(27);
   m_tlo = a; m_thi = b;
   release(me);
-  phase[me] = PH_GIVING;
+  phase[me] = PH_GIVING; TRANSFER_WITH(me, q);
   send(me, q, state, a, b)
 }
 
@@ -649,7 +759,7 @@ inline on_state(me, q, a, b) {
 #endif
   if :: holder[me] == me -> WITNESS(28) :: else -> WITNESS(29) fi;  /* the initiator takes, or the responder */
   if :: closing[me] -> WITNESS(30) :: else -> skip fi;  /* a temporary leaver takes what a give brings */
-  free_lock(me); phase[me] = PH_IDLE;
+  free_lock(me); phase[me] = PH_IDLE; TRANSFER_WITH(me, 0);
   send(me, q, done, a, b);
 #ifdef HANDOVER
   /* the queries that waited for T while nobody assumed it reach the taker now */
@@ -657,7 +767,7 @@ inline on_state(me, q, a, b) {
   do
   :: m_j < b ->
      do
-     :: nempty(vq[m_j]) -> vq[m_j]?m_i; on_query(me, m_i)
+     :: nempty(vq[m_j]) -> vq[m_j]?m_i; DECODE_Q; on_query(me, m_i)
      :: empty(vq[m_j]) -> break
      od;
      m_j++
@@ -672,17 +782,98 @@ inline on_state(me, q, a, b) {
 inline on_done(me) {
   PRE(phase[me] == PH_GIVING);
   if :: holder[me] == me -> WITNESS(31) :: else -> WITNESS(32) fi;  /* the initiator gave, or the responder */
-  free_lock(me); phase[me] = PH_IDLE
+  free_lock(me); phase[me] = PH_IDLE; TRANSFER_WITH(me, 0)
 }
 
+#ifdef LEASE
+/* doc, decision 8: the message belongs to the attempt or grant this node has now (else to one broken by a lease) */
+#define GRANTED(me, q) (locked[me] && holder[me] == q && gnum[me] == m_c && phase[me] == PH_IDLE)
+#define CURRENT(me, q) \
+  ((m_t == lock_you_first || m_t == ok1 || m_t == fail1 || m_t == ok2 || m_t == fail2) -> (attempting[me] && MINE(me)) : \
+   (m_t == cleanup_ack -> ((attempting[me] || phase[me] == PH_CLEANING) && MINE(me)) : \
+   ((m_t == cleanup || m_t == give_request) -> GRANTED(me, q) : \
+   (m_t == state -> ((phase[me] == PH_TAKING && MINE(me)) || GRANTED(me, q)) : \
+   (m_t == refuse -> (phase[me] == PH_TAKING && MINE(me)) : true)))))
+#define UNBREAK(me) broken[me] = broken[me] & ~BIT(m_c)
+
+/* a state for an attempt whose lock this node broke: assumed if it can be, else given back (never dropped) */
+inline on_late_state(me, q, a, b) {
+  m_tlo = a; m_thi = b;
+  if
+  :: !locked[me] && !closing[me] && (EMPTY(me) || b == lo[me] || a == hi[me]) ->
+     WITNESS(48);
+#ifdef BUG_DROP_LATE_STATE
+     if :: tr_lo[q] == a && tr_hi[q] == b -> tr_lo[q] = 0; tr_hi[q] = 0 :: else -> skip fi;
+     check_cover();
+#else
+     assume(me, q);
+#endif
+     send(me, q, done, a, b)
+  :: else ->
+     WITNESS(50);
+     send(me, q, give_back, a, b)
+  fi
+}
+
+/* a message of an attempt or grant broken by a lease: the partner frees what it holds, nothing moves */
+inline on_stale(me, q) {
+  if
+  :: m_t == lock_you_first -> WITNESS(42); send(me, q, withdraw, 0, 0)
+  :: m_t == ok1 || m_t == ok2 -> WITNESS(43); send(me, q, cleanup, 0, 0)
+  :: m_t == fail1 || m_t == fail2 || m_t == cleanup_ack -> WITNESS(44)
+  :: m_t == cleanup -> PRE(broken[me] & BIT(m_c)); WITNESS(45); UNBREAK(me); send(me, q, cleanup_ack, 0, 0)
+  :: m_t == give_request -> PRE(broken[me] & BIT(m_c)); WITNESS(46); UNBREAK(me); send(me, q, refuse, 0, 0)
+  :: m_t == refuse -> PRE(broken[me] & BIT(m_c)); UNBREAK(me)  /* no witness: needs LEASES=2 (a grant and a take) */
+  :: m_t == state -> PRE(broken[me] & BIT(m_c)); UNBREAK(me); on_late_state(me, q, m_a, m_b)
+  fi
+}
+
+/* the taker gave T back: assume it again (the giver's lock kept its interval as it was) */
+inline on_give_back(me, q, a, b) {
+  PRE(phase[me] == PH_GIVING && xpart[me] == q);
+  WITNESS(55);
+  m_tlo = a; m_thi = b;
+  m_o = me; assume(me, m_o); m_o = 0;
+  free_lock(me); phase[me] = PH_IDLE; xpart[me] = 0
+}
+
+/* the responder had broken the grant before give_request came: nothing was released */
+inline on_refuse(me) {
+  PRE(locked[me] && holder[me] == me);
+  WITNESS(56);
+  free_lock(me); phase[me] = PH_IDLE; xpart[me] = 0
+}
+#define LOST_HERE(me) LOST_TO_GONE(me, m_t)
+#else
+#define CURRENT(me, q) true
+#define LOST_HERE(me) false
+#endif
+
 inline handle(me, q) {
-  /* the receive path: no message ever reaches a node that finalized (independent of PRE) */
-  to_gone = GONE(me); assert(!to_gone);
+  /* the receive path: no message ever reaches a node that finalized (independent of PRE; with LEASE, only a late
+   * reply to an attempt it abandoned may, and is lost) */
+  if
+  :: LOST_HERE(me) -> skip
+  :: else -> to_gone = GONE(me); assert(!to_gone)
+  fi;
   if
   :: ATTEMPT_MSG(m_t) -> inflight[me]-- 
   :: else -> skip
   fi;
   if
+  :: LOST_HERE(me) -> skip
+#ifdef LEASE
+  :: !LOST_HERE(me) && !CURRENT(me, q) -> on_stale(me, q)
+  :: !LOST_HERE(me) && CURRENT(me, q) && m_t == refuse -> on_refuse(me)
+  :: !LOST_HERE(me) && CURRENT(me, q) && m_t == give_back -> on_give_back(me, q, m_a, m_b)
+#endif
+  :: else -> skip
+  fi;
+  if
+  :: LOST_HERE(me) || !CURRENT(me, q) -> skip
+#ifdef LEASE
+  :: m_t == refuse || m_t == give_back -> skip
+#endif
   :: m_t == lock_you_first -> on_lock_you_first(me, q, m_a, m_b)
   :: m_t == lock2          -> on_lock2(me, q, m_a, m_b)
   :: m_t == fail1          -> on_fail1(me)
@@ -707,8 +898,8 @@ inline handle(me, q) {
 #else
 #define WAITING(src, dst) false
 #endif
-#define CAN_HANDLE(src, dst) (nempty(LINK(src, dst)) && !WAITING(src, dst))
-#define HANDLE(src, dst) LINK(src, dst)?m_t, m_a, m_b; handle(dst, src)
+#define CAN_HANDLE(src, dst) (nempty(LINK(src, dst)) && !WAITING(src, dst) && RUNS(dst))
+#define HANDLE(src, dst) LINK(src, dst)?m_t, m_a, m_b NUMF; handle(dst, src)
 
 #ifdef FINE_FAIRNESS
 /* one process per ordered pair, so that weak fairness applies to each link (the node's I/O context serves all
@@ -726,20 +917,29 @@ end:
 
 /* ---- Figure 2: begin an attempt ---- */
 #ifndef UNBOUNDED
-#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me] && tries[me] > 0)
+#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me] && tries[me] > 0 && RUNS(me))
 #define USE_TRY tries[me]--
 #else
-#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me])
+#define CAN_BEGIN (!locked[me] && !attempting[me] && !closing[me] && RUNS(me))
 #define USE_TRY skip
 #endif
 
+#ifdef LEASE
+#define QUERY_OF(me) NUM(me)
+#define DECODE_Q m_c = m_i; m_i = m_i / ATTEMPTS  /* the sender, and the number its replies carry */
+#define BEGIN_PRE(me) PRE(phase[me] == PH_IDLE)  /* replies to an attempt broken by its lease may be in flight */
+#else
+#define QUERY_OF(me) me
+#define DECODE_Q skip
+#define BEGIN_PRE(me) PRE(inflight[me] == 0 && phase[me] == PH_IDLE)
+#endif
 inline begin(me) {
   atomic {
     (CAN_BEGIN && (EMPTY(me) || lo[me] > 0 || hi[me] < V)) ->
     USE_TRY;
     /* "l is true exactly while an own attempt is outstanding": nothing of an earlier attempt is in flight,
      * and no transfer of this node is under way (its lock is free) */
-    PRE(inflight[me] == 0 && phase[me] == PH_IDLE);
+    BEGIN_PRE(me);
     if
     :: EMPTY(me) ->
        /* lines 9-11: I empty: query any virtual node */
@@ -756,7 +956,7 @@ inline begin(me) {
        if :: plan[me] = TAKE_K :: plan[me] = GIVE_K :: plan[me] = GIVE_ALL fi
     fi;
     assert(nfull(vq[m_i]));
-    vq[m_i]!me; inflight[me]++;
+    vq[m_i]!QUERY_OF(me); inflight[me]++;
     attempting[me] = true;
     m_i = 0
   }
@@ -788,9 +988,9 @@ inline app_receive(me) {
  * it; LOST is the monitor of what the driver's wait prevents. BUG_CLOSE_WHILE_BUSY is the code before the fix:
  * ph_leave returned at once on an empty interval, and ph_finalize closed whatever was under way. */
 #if FINALIZE && defined(BUG_CLOSE_WHILE_BUSY)
-#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me)) -> closing[me] = true; WITNESS(38); check_node(me) }
+#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && RUNS(me)) -> closing[me] = true; WITNESS(38); check_node(me) }
 #elif FINALIZE
-#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && !BUSY(me)) -> closing[me] = true; WITNESS(38); \
+#define CLOSE(me) :: d_step { (!closing[me] && EMPTY(me) && !BUSY(me) && RUNS(me)) -> closing[me] = true; WITNESS(38); \
                               check_node(me) }
 #else
 #define CLOSE(me)
@@ -807,14 +1007,100 @@ inline app_receive(me) {
 #define TEMP_NODE 0
 #endif
 #define LEAVE_TEMPORARILY(me) \
-  :: d_step { (me == TEMP_NODE && !closing[me] && !reopened[me] && !BUSY(me)) -> \
+  :: d_step { (me == TEMP_NODE && !closing[me] && !reopened[me] && !BUSY(me) && RUNS(me)) -> \
               closing[me] = true; temporary[me] = true; \
               if :: !EMPTY(me) -> WITNESS(39) :: else -> skip fi } \
-  :: d_step { (closing[me] && temporary[me]) -> \
+  :: d_step { (closing[me] && temporary[me] && RUNS(me)) -> \
               if :: GONE(me) -> WITNESS(40) :: else -> WITNESS(41) fi; \
               closing[me] = false; temporary[me] = false; reopened[me] = true }
 #else
 #define LEAVE_TEMPORARILY(me)
+#endif
+
+/* CRASH: node me stops for good (SIGKILL), at any point, unless it has finalized already: what waits in its
+ * inbox is never read (dropped here, which keeps the channels checkable), and send() drops what comes later.
+ * What it sent before stays on the links and is delivered. Every step of the node is guarded by RUNS, so weak
+ * fairness never asks a crashed node to move. */
+#ifdef CRASH
+inline crash(me) {
+  crashed[me] = true; crash_used = true;
+  m_j = 0;
+  do
+  :: m_j < N && m_j != me ->
+     do
+     :: nempty(LINK(m_j, me)) -> LINK(m_j, me)?m_t, m_a, m_b NUMF
+     :: empty(LINK(m_j, me)) -> break
+     od;
+     m_j++
+  :: m_j == me -> m_j++
+  :: else -> break
+  od;
+#ifdef QUERY_INBOX
+  do
+  :: nempty(qin[me]) -> qin[me]?m_i
+  :: empty(qin[me]) -> break
+  od;
+#endif
+  inflight[me] = 0; m_i = 0; m_j = 0; m_t = 0; m_a = 0; m_b = 0
+}
+#define CRASH_STEP(me) :: d_step { (!crash_used && NOT_GONE(me)) -> crash(me) }
+#else
+#define CRASH_STEP(me)
+#endif
+/* SLOW: node me stops (SIGSTOP) at any point, once per run, and goes on later (SIGCONT) with its state and
+ * inbox; meanwhile messages to it wait */
+#ifdef SLOW
+#define STOP_STEP(me) :: d_step { (!stop_used && RUNS(me) && NOT_GONE(me)) -> stopped[me] = true; stop_used = true } \
+                      :: d_step { stopped[me] -> stopped[me] = false }
+#else
+#define STOP_STEP(me)
+#endif
+
+/* LEASE (doc, decision 8): a lease expires, at any moment, in a phase where breaking is safe: the own attempt
+ * before both locks are held or with nothing to move (its own lock freed), a take after give_request (its own
+ * lock freed, a pending take kept), a granted lock not yet used to release anything (a pending grant kept), open
+ * invitations (forgotten). Never after a release: with CRASH the giver's lock is freed by partner_gone, a report
+ * that the taker is gone for good (never a timeout), T staying in transit: an orphaned interval.
+ * BUG_LEASE_AFTER_RELEASE: the giver takes T back when its lease expires after the release. */
+#ifdef LEASE
+inline lease_own(me) {
+  if :: phase[me] == PH_TAKING -> WITNESS(51); broken[me] = broken[me] | BIT(NUM(me)) :: else -> skip fi;
+  if :: locked[me] && holder[me] == me -> free_lock(me) :: else -> skip fi;
+  attempting[me] = false; phase[me] = PH_IDLE; xpart[me] = 0; end_attempt(me)
+}
+inline forget_invitations(me) {
+  m_j = 0;
+  do
+  :: m_j < N -> INV(me, m_j) = 0; m_j++
+  :: else -> break
+  od;
+  m_j = 0
+}
+#define LEASE_OWN(me) ((attempting[me] && phase[me] == PH_IDLE) || phase[me] == PH_CLEANING || phase[me] == PH_TAKING)
+#define LEASE_STEPS(me) \
+  :: d_step { (RUNS(me) && LEASE_OWN(me) && CAN_EXPIRE_OWN) -> EXPIRE; lease_own(me); check_node(me) } \
+  :: d_step { (RUNS(me) && locked[me] && holder[me] != me && phase[me] == PH_IDLE && CAN_EXPIRE_GRANT) -> \
+              EXPIRE; WITNESS(52); broken[me] = broken[me] | BIT(gnum[me]); free_lock(me); gnum[me] = 0; check_node(me) } \
+  :: d_step { (RUNS(me) && CAN_EXPIRE_INV && INVITED(me)) -> EXPIRE; WITNESS(53); forget_invitations(me); \
+              check_node(me) } \
+  GONE_REPORT(me) LEASE_AFTER_RELEASE(me)
+#ifdef CRASH
+#define GONE_REPORT(me) \
+  :: d_step { (RUNS(me) && phase[me] == PH_GIVING && CRASHED(xpart[me])) -> \
+              free_lock(me); phase[me] = PH_IDLE; xpart[me] = 0; check_node(me) }  /* no witness: CRASH with LEASE */
+#else
+#define GONE_REPORT(me)
+#endif
+#ifdef BUG_LEASE_AFTER_RELEASE
+#define LEASE_AFTER_RELEASE(me) \
+  :: d_step { (RUNS(me) && phase[me] == PH_GIVING) -> \
+              m_tlo = tr_lo[me]; m_thi = tr_hi[me]; m_o = me; assume(me, m_o); m_o = 0; free_lock(me); phase[me] = PH_IDLE; xpart[me] = 0; \
+              check_node(me) }
+#else
+#define LEASE_AFTER_RELEASE(me)
+#endif
+#else
+#define LEASE_STEPS(me)
 #endif
 
 proctype Node(byte me) {
@@ -823,11 +1109,14 @@ end:
   :: begin(me)
   CLOSE(me)
   LEAVE_TEMPORARILY(me)
+  CRASH_STEP(me)
+  STOP_STEP(me)
+  LEASE_STEPS(me)
 #ifndef FINE_FAIRNESS
   RECV(0) RECV(1) RECV(2) RECV(3) RECV(4) RECV(5)
 #endif
 #ifdef QUERY_INBOX
-  :: d_step { qin[me]?m_i -> on_query(me, m_i); m_i = 0; check_node(me) }
+  :: d_step { (RUNS(me) && nempty(qin[me])) -> qin[me]?m_i; DECODE_Q; on_query(me, m_i); m_i = 0; check_node(me) }
 #endif
   :: app_receive(me)
   od
@@ -847,7 +1136,7 @@ end:
 #define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); \
                          assert(nfull(qin[m_o])); qin[m_o]!m_i; m_i = 0; m_o = 0
 #else
-#define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); on_query(m_o, m_i); \
+#define DELIVER_QUERY(v) vq[v]?m_i; DECODE_Q; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); on_query(m_o, m_i); \
                          check_node(m_o); m_i = 0; m_o = 0
 #endif
 #define DELIVER(on, v) \
@@ -876,13 +1165,27 @@ end:
 proctype Final() {
   timeout ->
   d_step {
+#ifndef CRASH
     m_i = 0;
     do
     :: m_i < N ->
        assert(!locked[m_i] && !attempting[m_i] && phase[m_i] == PH_IDLE && inflight[m_i] == 0);
        assert(tr_lo[m_i] == tr_hi[m_i]);
        invitation_open = INVITED(m_i); assert(!invitation_open);  /* decision 6: every lock_you_first answered */
+#ifdef LEASE
+       /* doc, decision 8: a pending grant or take ends with the partner's follow-up, so one is left at the end only
+        * if that partner finalized (it abandoned its attempt on a lease, then left): nothing can come from it */
+       m_k = 0;
+       do
+       :: m_k < N * ATTEMPTS ->
+          if :: (broken[m_i] & BIT(m_k)) -> m_n = m_k / ATTEMPTS; WITNESS(57); assert(GONE(m_n)) :: else -> skip fi;
+          m_k++
+       :: else -> break
+       od;
+       assert(!closing[m_i] || GONE(m_i) || PENDING(m_i));  /* every node that closed has finalized, or waits */
+#else
        assert(!closing[m_i] || GONE(m_i));  /* every node that closed has finalized */
+#endif
        m_i++
     :: else -> break
     od;
@@ -899,6 +1202,8 @@ proctype Final() {
        m_i++
     :: else -> break
     od;
+#endif
+    /* CRASH: what a crash leaves waiting for good is the business of the LTL properties (live_nodes) */
     check_cover()
   }
 }
@@ -1010,6 +1315,18 @@ init {
 #define QUIET (!attempting[0] && !attempting[1] && !locked[0] && !locked[1])
 #endif
 ltl settles { [] ALL_INVOLVED }
+/* CRASH, SLOW: every attempt of a node that has not crashed ends, and every lock it holds or granted is freed
+ * again (LIVE_ENDS: x holds of a live node, then eventually x does not, or the node crashed). Under weak fairness
+ * only the nodes that have not crashed must move: a crashed node's steps are all disabled */
+#define LIVE_ENDS(i, x) (((x) && !CRASHED(i)) -> <> (!(x) || CRASHED(i)))
+#define LIVE_NODE(i) (LIVE_ENDS(i, attempting[i]) && LIVE_ENDS(i, locked[i]))
+#if N == 3
+ltl live_nodes { [] (LIVE_NODE(0) && LIVE_NODE(1) && LIVE_NODE(2)) }
+#elif N == 4
+ltl live_nodes { [] (LIVE_NODE(0) && LIVE_NODE(1) && LIVE_NODE(2) && LIVE_NODE(3)) }
+#else
+ltl live_nodes { [] (LIVE_NODE(0) && LIVE_NODE(1)) }
+#endif
 ltl live { [] (ALL_ATTEMPTS && ALL_LOCKS) }
 /* stronger, and only true with a bound on attempts: every run ends with no attempt and no lock */
 ltl quiesce { <> [] (QUIET) }
