@@ -70,7 +70,11 @@ std::vector<packet> departure::take_undelivered() {
 
 void departure::before_resend(neighbour& nb) {
   nb.acked_leaving = false;  // a leaving node waits for the answer on this connection, behind what it carries
-  if (leaving_) nb.conn->send_control(make_control_frame(frame_type::leaving, {}));
+  if (!leaving_) return;
+  // The withdrawal first (the own entry, triggered by the link-up): a neighbour ignores routing from a leaver,
+  // and one that missed it while the link was down would take this node for a lost owner.
+  routing_.changed();
+  nb.conn->send_control(make_control_frame(frame_type::leaving, {}));
 }
 
 void departure::after_resend(neighbour& nb) {

@@ -279,7 +279,14 @@ int migration_driver::run_pending(progress_engine& progress) {
     }
     ++ran;
     if (s.what == step_kind::adopted) {
-      adoption_handler_(s.span, s.partner);
+      Node::AdoptionHandler handler;
+      progress.call([&] { handler = adoption_handler_; });  // set_adoption_handler may replace it meanwhile
+      try {
+        handler(s.span, s.partner);
+      } catch (...) {
+        progress.call([&] { ops_.adoption_told(s.span); });
+        throw;
+      }
       progress.call([&] { ops_.adoption_told(s.span); });
     } else if (s.what == step_kind::give) {
       // Release first, so that no message for the interval reaches the application while it packs.

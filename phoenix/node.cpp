@@ -166,10 +166,10 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
                                  [this](Interval s) { return in_hand_.handling(s); },
                                  [this](Interval s) {
                                    std::lock_guard lock(inbox_mu_);
-                                   std::erase(adoption_untold_, s);
+                                   const auto it = std::find(adoption_untold_.begin(), adoption_untold_.end(), s);
+                                   if (it != adoption_untold_.end()) adoption_untold_.erase(it);
                                  }});
   sync_migration_interval();
-  if (config_.orphan_policy == "adopt") adoption_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   for (const auto& peer : config_.peers) {
     if (const auto ec = overlay_->add_port(peer, &error)) {
       overlay_.reset();
@@ -178,6 +178,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
     }
   }
   for (auto& p : logged) overlay_->route_in_transit(std::move(p));
+  if (config_.orphan_policy == "adopt") adoption_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   restore_ = std::move(restore);
   {
     std::lock_guard lock(requests_mu_);
@@ -231,6 +232,10 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   progress_->stop_background();
 
   auto undelivered = take_inbox_packets([](vp_t) { return true; });
+  {
+    std::lock_guard lock(inbox_mu_);
+    adoption_untold_.clear();  // a handler that never ran: its messages are logged with the rest
+  }
   for (auto& p : overlay_->take_undelivered()) {
     // Replies to this incarnation's own migration attempts die with it; a query to a virtual node is kept,
     // for whoever assumes it next (its sender waits for an answer).

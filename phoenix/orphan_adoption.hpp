@@ -1,10 +1,10 @@
 // phoenix/orphan_adoption.hpp — which orphaned interval (Node::orphaned) a node adopts under orphan_policy
 // "adopt". Pure: the node passes what it assumes and what its routing table says.
 //
-// The node whose interval ends where an orphaned one begins adopts it, once it has been orphaned for `after`
-// (its owner unreachable for orphan_after_ms, plus as long again). Where nobody's interval ends there (the
-// orphan begins at 0, or what lies below is nobody's too), the node whose interval begins where it ends adopts
-// it, after twice that: a lower neighbour that exists but is not known here yet goes first. A node that assumes
+// The node whose interval ends where an orphaned one begins adopts it once its owner has been unreachable for
+// `after` (orphan_after_ms: as soon as it is reported). Where nobody's interval ends there (the orphan begins
+// at 0, or what lies below is nobody's too), the node whose interval begins where it ends adopts it after twice
+// that: a lower neighbour that exists but is not known here yet goes first. A node that assumes
 // nothing, or several intervals, adopts nothing: the migration protocol needs one interval, and adopting only
 // what touches it keeps it one.
 #pragma once

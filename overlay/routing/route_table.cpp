@@ -352,11 +352,10 @@ void route_table::expire(time_point now) {
   while (!expiry_queue_.empty() && expiry_queue_.begin()->first <= now) {
     forget(sources_.find(expiry_queue_.begin()->second));
   }
-  std::erase_if(lost_, [&](const auto& entry) {  // adopted, or given away by a node that came back
-    const bool owned = unowned(entry.second.intervals).empty();
-    if (owned) lost_intervals_ -= entry.second.intervals.size();
-    return owned;
-  });
+  std::vector<node_id> owned;  // adopted, or given away by a node that came back
+  for (const auto& [source, record] : lost_)
+    if (unowned(record.intervals).empty()) owned.push_back(source);
+  for (node_id source : owned) drop_lost(source);
   finish_mutation();
 }
 
@@ -367,13 +366,10 @@ void route_table::note_lost(node_id source, const std::vector<route_interval>& i
   drop_lost(source);
   if (intervals.size() > params_.max_held_intervals) return;
   while (!lost_.empty() &&
-         (lost_.size() >= params_.max_sources || lost_intervals_ + intervals.size() > params_.max_held_intervals)) {
-    const auto oldest = std::min_element(lost_.begin(), lost_.end(), [](const auto& a, const auto& b) {
-      return a.second.since < b.second.since;
-    });
-    drop_lost(oldest->first);
-  }
+         (lost_.size() >= params_.max_sources || lost_intervals_ + intervals.size() > params_.max_held_intervals))
+    drop_lost(lost_by_age_.begin()->second);
   lost_[source] = lost_owner{source, intervals, now};
+  lost_by_age_.emplace(now, source);
   lost_intervals_ += intervals.size();
 }
 
@@ -381,6 +377,7 @@ void route_table::drop_lost(node_id source) {
   const auto it = lost_.find(source);
   if (it == lost_.end()) return;
   lost_intervals_ -= it->second.intervals.size();
+  lost_by_age_.erase({it->second.since, source});
   lost_.erase(it);
 }
 

@@ -328,6 +328,7 @@ class route_table {
   // O(n log n) per update (bench/routing_scale).
   mutable bool index_stale_ = false;
   std::map<node_id, lost_owner> lost_;  // see lost_owners(); never contains self_
+  std::set<std::pair<time_point, node_id>> lost_by_age_;  // (since, source) of every record: the oldest first
   std::size_t lost_intervals_ = 0;      // over all of lost_
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)

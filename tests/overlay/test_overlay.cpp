@@ -573,10 +573,12 @@ TEST_CASE("overlay: a connection whose first frame announces more than 4 KiB bef
 
 // A neighbour that vanishes (a crash: its links close, no leaving, no goodbye) while it assumes an interval is
 // reported as a lost owner once orphan_after has passed; one that finalizes withdraws its intervals first and
-// is not. Over a line of three, so the report also reaches a node that was not the vanished one's neighbour.
+// is not, also when its link was down as it began leaving (the withdrawal then goes out when the link comes back,
+// before `leaving`). Over a line of three, so the report also reaches a node that was not its neighbour.
 TEST_CASE("overlay: an owner that vanishes holding an interval is reported after orphan_after, one that finalizes is not") {
-  for (const bool finalizes : {false, true}) {
-    CAPTURE(finalizes);
+  for (const int mode : {0, 1, 2}) {  // vanishes; finalizes; finalizes, beginning while its link is down
+    const bool finalizes = mode > 0;
+    CAPTURE(mode);
     asio::io_context io;
     std::vector<std::unique_ptr<overlay>> n;
     for (int i = 0; i < 3; ++i) {
@@ -589,8 +591,15 @@ TEST_CASE("overlay: an owner that vanishes holding an interval is reported after
     REQUIRE(n[2]->assume({100, 200}) == base::interval_set::result::ok);
     REQUIRE(drive_until(io, [&] { return n[0]->owner_of(150) == n[2]->self(); }));
     const node_id gone = n[2]->self();
-    if (finalizes) {
+    if (mode == 2) {
+      REQUIRE(n[2]->drop_link(n[1]->self()));
+      REQUIRE(drive_until(io, [&] { return !n[0]->can_reach(gone); }));
       n[2]->begin_shutdown();
+      n[1]->connect_local(*n[2]);  // what a redial does
+    } else if (finalizes) {
+      n[2]->begin_shutdown();
+    }
+    if (finalizes) {
       REQUIRE(drive_until(io, [&] { return n[2]->is_drained(); }));
       n[2]->say_goodbye();
       REQUIRE(drive_until(io, [&] { return n[2]->is_farewelled(1s); }));

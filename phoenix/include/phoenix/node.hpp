@@ -150,7 +150,8 @@ class PH_API Node {
   // calls the handler with it and its old owner: no state comes with it (the application re-creates what it
   // can: re-spawns lost work, or lets a Volpex replica take over). It runs on an application thread inside a
   // receive call, ph_poll, ph_join or ph_leave, like the state handlers; messages for the interval reach the
-  // application only after it returned. Without a handler the interval is assumed all the same.
+  // application only after it returned (or threw). It must not finalize or suspend the node. Without a
+  // handler the interval is assumed all the same.
   using AdoptionHandler = std::function<void(Interval span, vp_t owner)>;
   std::error_code set_adoption_handler(AdoptionHandler handler);
 
