@@ -440,7 +440,21 @@ std::size_t Node::drop_links() {
   return impl_->progress_->call([&] { return impl_->overlay_->drop_links(); });
 }
 
-std::vector<OrphanedInterval> Node::orphaned() const { return routing_snapshot().orphaned; }
+std::vector<OrphanedInterval> Node::orphaned() const {
+  if (!impl_->running_) return {};
+  return impl_->progress_->call([&] { return impl_->orphans(); });
+}
+
+namespace {
+std::vector<OrphanedInterval> flatten(const std::vector<overlay::overlay_view::lost_owner>& lost) {
+  std::vector<OrphanedInterval> out;
+  for (const auto& l : lost)
+    for (const auto& i : l.intervals) out.push_back({i, l.source, l.lost_for});
+  return out;
+}
+}  // namespace
+
+std::vector<OrphanedInterval> Node::Impl::orphans() const { return flatten(overlay_->orphaned()); }
 std::error_code Node::set_adoption_handler(AdoptionHandler handler) {
   return impl_->set_adoption_handler(std::move(handler));
 }
@@ -471,8 +485,7 @@ RoutingSnapshot Node::Impl::snapshot() {
   s.waiting_for = v.waiting_for;
   s.links_lost = v.links_lost;
   s.out_of_hops = v.out_of_hops;
-  for (const auto& l : v.lost_owners)
-    for (const auto& i : l.intervals) s.orphaned.push_back({i, l.source, l.lost_for});
+  s.orphaned = flatten(v.lost_owners);
   return s;
 }
 

@@ -29,11 +29,8 @@ void Node::Impl::arm_adoption() {
 // it (the same rule as ph_assume); not once it is finalizing or suspending (its protocol is closed).
 void Node::Impl::adopt_orphan() {
   if (!running_ || migration_->protocol().closing() || migration_involved()) return;
-  const auto orphans = overlay_->orphaned();
-  if (orphans.empty()) return;
-  std::vector<OrphanedInterval> listed;
-  for (const auto& l : orphans)
-    for (const auto& i : l.intervals) listed.push_back({i, l.source, l.lost_for});
+  const auto listed = orphans();
+  if (listed.empty()) return;
   const auto owned = [this](vp_t v) { return overlay_->assumes(v) || overlay_->owner_of(v).has_value(); };
   const auto o = adoption_for(overlay_->assumed().intervals(), listed,
                               std::chrono::milliseconds(config_.orphan_after_ms), owned);

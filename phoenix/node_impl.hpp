@@ -42,6 +42,7 @@ class Node::Impl {
   std::optional<ControlReply> control(vp_t node, std::string_view request, std::chrono::milliseconds timeout,
                                       std::error_code* ec);
   RoutingSnapshot snapshot();  // holding the token
+  std::vector<OrphanedInterval> orphans() const;  // holding the token: one entry per orphaned interval
   std::error_code send(vp_t dest, int tag, std::span<const std::byte> data);
   std::error_code send(vp_t dest, int tag, Bytes&& body);
   // The checks of ph_send, and the reservation of room for `size` body bytes among the waiting messages.
