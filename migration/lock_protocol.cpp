@@ -9,16 +9,25 @@
 
 namespace phoenix::migration {
 
-lock_protocol::lock_protocol(vp_t self, vp_t space_size) : self_(self), space_size_(space_size) {}
+lock_protocol::lock_protocol(vp_t self, vp_t space_size, std::uint64_t first_attempt,
+                             std::chrono::nanoseconds lease)
+    : self_(self), space_size_(space_size), lease_(lease), next_attempt_(first_attempt == 0 ? 1 : first_attempt) {}
 
-void lock_protocol::send(vp_t to, kind k, interval span) {
+void lock_protocol::send(vp_t to, kind k, std::uint64_t n, interval span) {
   effect e;
   e.what = effect::type::send_to_node;
   e.to = to;
   e.m.what = k;
   e.m.from = self_;
   e.m.span = span;
+  e.m.attempt = n;
   effects_.push_back(e);
+}
+
+void lock_protocol::free_lock() {
+  locked_ = false;
+  holder_ = 0;
+  grant_attempt_ = 0;
 }
 
 void lock_protocol::set_interval(std::optional<interval> i) {
@@ -27,11 +36,12 @@ void lock_protocol::set_interval(std::optional<interval> i) {
   if (interval_.empty()) interval_ = {};
 }
 
-void lock_protocol::order(effect::type what, vp_t partner, interval t) {
+void lock_protocol::order(effect::type what, vp_t partner, interval t, std::uint64_t n) {
   effect e;
   e.what = what;
   e.to = partner;
   e.m.span = t;
+  e.m.attempt = n;
   effects_.push_back(e);
 }
 
@@ -58,6 +68,7 @@ std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode) {
   }
   plan_ = p;
   side_ = where;
+  attempt_ = next_attempt_++;
   partner_ = 0;
   partner_span_ = {};
   aborting_ = false;
@@ -66,10 +77,11 @@ std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode) {
   query.to = v;
   query.m.what = kind::query;
   query.m.from = self_;
+  query.m.attempt = attempt_;
   effects_.push_back(query);  // lines 10, 13, 16
   attempting_ = true;         // lines 11, 14, 17
   outcome_ = outcome::running;
-  logger()->debug("{:x}: attempt to {} via vnode {}", self_,
+  logger()->debug("{:x}: attempt {} to {} via vnode {}", self_, attempt_,
                   p.what == plan::action::take_half || p.what == plan::action::take ? "take" : "give", v);
   return take_effects();
 }
@@ -78,15 +90,19 @@ std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode) {
 
 effects lock_protocol::on_message(const message& m) {
   const vp_t q = m.from;
+  if (!current(m)) {
+    on_stale(m);
+    return take_effects();
+  }
   switch (m.what) {
     case kind::query:
-      on_query(q);
+      on_query(q, m.attempt);
       break;
     case kind::lock_you_first:
       on_lock_you_first(q, m.span);
       break;
     case kind::lock2:
-      on_lock2(q, m.span);
+      on_lock2(q, m.span, m.attempt);
       break;
     case kind::fail1:
       on_fail1(q);
@@ -107,10 +123,13 @@ effects lock_protocol::on_message(const message& m) {
       on_cleanup_ack(q);
       break;
     case kind::give_request:
-      on_give_request(q, m.span);
+      on_give_request(q, m.span, m.attempt);
       break;
     case kind::done:
-      on_done(q, m.span);
+      on_done(q, m.span, m.attempt);
+      break;
+    case kind::refuse:
+      on_refuse(q);
       break;
     case kind::withdraw:
       on_withdraw(q);
@@ -118,9 +137,71 @@ effects lock_protocol::on_message(const message& m) {
     case kind::state_begin:
     case kind::state_chunk:
     case kind::state_ack:
+    case kind::give_back:
       break;  // the host's
   }
   return take_effects();
+}
+
+// Decision 8: whether m belongs to the attempt or grant this node has now. Replies to the own attempt carry its
+// number; a follow-up to a grant names the grant; the rest (query, lock2, withdraw) start or answer something
+// new and are always current.
+bool lock_protocol::current(const message& m) const {
+  switch (m.what) {
+    case kind::lock_you_first:
+    case kind::ok1:
+    case kind::fail1:
+    case kind::ok2:
+    case kind::fail2:
+      return attempting_ && m.attempt == attempt_;
+    case kind::cleanup_ack:
+      return (attempting_ || aborting_) && m.attempt == attempt_;
+    case kind::cleanup:
+    case kind::give_request:
+      return granted(m.from, m.attempt);
+    case kind::refuse:
+      return transfer_ && transfer_->taker == self_ && transfer_->giver == m.from &&
+             transfer_->attempt == m.attempt && !transfer_->complete;
+    case kind::done:
+      return transfer_ && transfer_->giver == self_ && transfer_->taker == m.from &&
+             transfer_->attempt == m.attempt && transfer_->what == m.span;
+    default:
+      return true;
+  }
+}
+
+// A message of an attempt or grant that is over (its lease broke it, or it ended otherwise): the partner frees
+// what it holds for it and nothing moves.
+void lock_protocol::on_stale(const message& m) {
+  const vp_t q = m.from;
+  switch (m.what) {
+    case kind::lock_you_first:
+      send(q, kind::withdraw, m.attempt);  // q stops waiting for a lock2
+      break;
+    case kind::ok1:
+    case kind::ok2:
+      send(q, kind::cleanup, m.attempt);  // frees q's grant if it is still that one
+      break;
+    case kind::cleanup:
+      end_pending(q, m.attempt);
+      send(q, kind::cleanup_ack, m.attempt);
+      break;
+    case kind::give_request:
+      end_pending(q, m.attempt);
+      logger()->info("{:x}: give_request of attempt {} from {:x} after its grant ended; refused", self_,
+                     m.attempt, q);
+      send(q, kind::refuse, m.attempt);  // nothing was released
+      break;
+    case kind::refuse:
+      end_pending(q, m.attempt);
+      break;
+    case kind::done:
+      logger()->info("{:x}: done for [{}, {}) from {:x} matches no transfer; ignored", self_, m.span.lo,
+                     m.span.hi, q);
+      break;
+    default:  // fail1, fail2, cleanup_ack: what they would end has ended
+      break;
+  }
 }
 
 // Lines 34 and 54, "S and I are adjacent as intended" (docs/migration.md, decision 1): on the side the query
@@ -140,39 +221,38 @@ bool lock_protocol::adjacent_as_intended(interval s) const {
 }
 
 // Lines 20-32.
-void lock_protocol::on_query(vp_t q) {
+void lock_protocol::on_query(vp_t q, std::uint64_t n) {
   if (q == self_) {
-    if (attempting_) end_attempt(outcome::failed);  // line 22: the query came back to its sender
+    // Line 22: the query came back to its sender. Decision 8: only this attempt's query ends it; one of an
+    // attempt a lease ended may come back during the next.
+    if (attempting_ && n == attempt_) end_attempt(outcome::failed);
   } else if (!migratable_ || closing_) {
-    send(q, kind::fail1);  // a node with several intervals sits migration out, a closing node too
+    send(q, kind::fail1, n);  // a node with several intervals sits migration out, a closing node too
   } else if (q < self_) {
-    ++invited_[q];                             // answered by lock2 or withdraw
-    send(q, kind::lock_you_first, interval_);  // line 25: q must lock itself before p
+    ++invited_[q];  // answered by lock2 or withdraw
+    invited_seen_.erase(q);
+    send(q, kind::lock_you_first, n, interval_);  // line 25: q must lock itself before p
   } else if (!locked_) {
     locked_ = true;  // line 28: grant p's lock to q
     holder_ = q;
-    send(q, kind::ok1, interval_);
+    grant_attempt_ = n;
+    send(q, kind::ok1, n, interval_);
   } else {
-    send(q, kind::fail1);  // line 31: p is already locked
+    send(q, kind::fail1, n);  // line 31: p is already locked
   }
 }
 
-// Lines 33-40.
+// Lines 33-40 (a reply to the attempt under way: on_message sent any other to on_stale).
 void lock_protocol::on_lock_you_first(vp_t q, interval s) {
-  if (!attempting_) {
-    logger()->warn("{:x}: lock_you_first from {:x} without an attempt; withdrawn", self_, q);
-    send(q, kind::withdraw);
-    return;
-  }
   if (!locked_ && adjacent_as_intended(s)) {
     locked_ = true;  // line 36: lock itself, then ask for the second lock
     holder_ = self_;
     partner_ = q;
     partner_span_ = s;
-    send(q, kind::lock2, s);
+    send(q, kind::lock2, attempt_, s);
   } else {
-    end_attempt(outcome::failed);  // line 39
-    send(q, kind::withdraw);       // decision 6: q stops waiting for a lock2
+    end_attempt(outcome::failed);       // line 39
+    send(q, kind::withdraw, attempt_);  // decision 6: q stops waiting for a lock2
   }
 }
 
@@ -183,51 +263,42 @@ void lock_protocol::answered_invitation(vp_t q) {
   } else if (--it->second == 0) {
     invited_.erase(it);
   }
+  invited_seen_.erase(q);  // the count changed: its lease starts again
 }
 
 void lock_protocol::on_withdraw(vp_t q) { answered_invitation(q); }
 
 // Lines 41-48.
-void lock_protocol::on_lock2(vp_t q, interval s) {
+void lock_protocol::on_lock2(vp_t q, interval s, std::uint64_t n) {
   answered_invitation(q);
   if (!locked_ && migratable_ && !closing_ && interval_ == s) {
     locked_ = true;  // line 44: grant the lock to q
     holder_ = q;
-    send(q, kind::ok2);
+    grant_attempt_ = n;
+    send(q, kind::ok2, n);
   } else {
-    send(q, kind::fail2);  // line 47
+    send(q, kind::fail2, n);  // line 47
   }
 }
 
 // Line 49.
-void lock_protocol::on_fail1(vp_t) {
-  if (attempting_) end_attempt(outcome::failed);
-}
+void lock_protocol::on_fail1(vp_t) { end_attempt(outcome::failed); }
 
 // Lines 50-52: the remote lock was refused; free the own lock taken at line 36.
 void lock_protocol::on_fail2(vp_t) {
-  if (!attempting_) return;
   end_attempt(outcome::failed);
-  if (locked_ && holder_ == self_) {
-    locked_ = false;
-    holder_ = 0;
-  }
+  if (locked_ && holder_ == self_) free_lock();
 }
 
 // Lines 53-59.
 void lock_protocol::on_ok1(vp_t q, interval s) {
-  if (!attempting_) {
-    logger()->warn("{:x}: ok1 from {:x} without an attempt; releasing it", self_, q);
-    send(q, kind::cleanup);
-    return;
-  }
   if (!locked_ && adjacent_as_intended(s)) {
     locked_ = true;  // line 56: got the first lock remotely, and now the second
     holder_ = self_;
     attempting_ = false;
     both_locks_held(q, s);
   } else {
-    send(q, kind::cleanup);  // line 58; l stays true until cleanup_ack (line 66)
+    send(q, kind::cleanup, attempt_);  // line 58; l stays true until cleanup_ack (line 66)
   }
 }
 
@@ -244,21 +315,18 @@ void lock_protocol::on_ok2(vp_t q) {
 // Lines 63-65, read as "free the lock I granted" (docs/migration.md, decision 2): l is this node's own
 // attempt and stays as it is.
 void lock_protocol::on_cleanup(vp_t q) {
-  if (locked_ && holder_ == q) {
-    locked_ = false;
-    holder_ = 0;
-  }
-  send(q, kind::cleanup_ack);
+  const std::uint64_t n = grant_attempt_;
+  free_lock();
+  send(q, kind::cleanup_ack, n);
 }
 
 // Line 66; after an empty plan, the initiator's own lock is freed here too.
 void lock_protocol::on_cleanup_ack(vp_t) {
   if (aborting_) {
     aborting_ = false;
-    locked_ = false;
-    holder_ = 0;
+    free_lock();
     end_attempt(outcome::moved_nothing);
-  } else if (attempting_) {
+  } else {
     end_attempt(outcome::failed);
   }
 }
@@ -298,32 +366,32 @@ void lock_protocol::both_locks_held(vp_t q, interval s) {
   const bool taking = plan_.what == plan::action::take_half || plan_.what == plan::action::take;
   if (t.empty()) {
     aborting_ = true;  // nothing to move: free q's lock, then ours on cleanup_ack
-    send(q, kind::cleanup);
+    send(q, kind::cleanup, attempt_);
     return;
   }
   logger()->debug("{:x}: both locks held with {:x}; {} [{}, {})", self_, q, taking ? "taking" : "giving", t.lo,
                   t.hi);
   if (taking) {
-    transfer_ = transfer{t, q, self_};
-    order(effect::type::expect, q, t);
-    send(q, kind::give_request, t);
+    transfer_ = transfer{t, q, self_, attempt_};
+    order(effect::type::expect, q, t, attempt_);
+    send(q, kind::give_request, attempt_, t);
   } else {
-    transfer_ = transfer{t, self_, q};
-    order(effect::type::give, q, t);
+    transfer_ = transfer{t, self_, q, attempt_};
+    order(effect::type::give, q, t, attempt_);
   }
 }
 
-void lock_protocol::on_give_request(vp_t q, interval t) {
+void lock_protocol::on_give_request(vp_t q, interval t, std::uint64_t n) {
   const bool at_an_end = !t.empty() && (t.lo == interval_.lo || t.hi == interval_.hi) && interval_.lo <= t.lo &&
                          t.hi <= interval_.hi && t != interval_;
-  if (!locked_ || holder_ != q || !at_an_end || transfer_) {
+  if (!at_an_end) {
     logger()->error(
         "{:x}: give_request for [{}, {}) from {:x} does not fit (locked {}, holder {:x}, I [{}, {}))", self_,
         t.lo, t.hi, q, locked_, holder_, interval_.lo, interval_.hi);
     return;
   }
-  transfer_ = transfer{t, self_, q};
-  order(effect::type::give, q, t);
+  transfer_ = transfer{t, self_, q, n};
+  order(effect::type::give, q, t, n);
 }
 
 // t, adjacent to the interval (or the interval empty), joins it.
@@ -332,6 +400,7 @@ void lock_protocol::absorb(interval t) {
 }
 
 void lock_protocol::released(interval t) {
+  if (transfer_ && transfer_->giver == self_ && transfer_->what == t) transfer_->released = true;
   if (t == interval_) {
     interval_ = {};
   } else if (t.lo == interval_.lo) {
@@ -344,6 +413,56 @@ void lock_protocol::released(interval t) {
   }
 }
 
+bool lock_protocol::expects_state(vp_t from, interval t, std::uint64_t n) const {
+  if (transfer_ && transfer_->attempt == n && transfer_->what == t && !transfer_->complete) {
+    if (transfer_->taker == self_ && transfer_->giver == from) return true;                          // we take
+    if (transfer_->giver == self_ && transfer_->taker == from && transfer_->released) return true;  // it comes back
+  }
+  if (granted(from, n)) return true;  // the initiator gives to us
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [&](const pending_record& p) { return p.partner == from && p.attempt == n; });
+}
+
+state_verdict lock_protocol::state_complete(vp_t from, interval t, std::uint64_t n, effects& out) {
+  if (transfer_ && transfer_->attempt == n && transfer_->what == t && !transfer_->complete) {
+    if (transfer_->taker == self_ && transfer_->giver == from) {
+      transfer_->complete = true;
+      return state_verdict::unpack;
+    }
+    if (transfer_->giver == self_ && transfer_->taker == from && transfer_->released) {
+      transfer_->complete = true;  // the taker gave it back: this node's interval waited for it
+      transfer_->back = true;
+      return state_verdict::unpack;
+    }
+  }
+  if (granted(from, n)) {
+    transfer_ = transfer{t, from, self_, n};
+    transfer_->complete = true;
+    return state_verdict::unpack;
+  }
+  if (!end_pending(from, n)) return state_verdict::ignore;
+  // A late state (decision 8): assumed if it can be, as if the lease had not broken, else given back. Never
+  // dropped: it is in this message alone.
+  if (!locked_ && !closing_ && migratable_ && acceptable(t)) {
+    locked_ = true;  // holds the interval still until the unpack is done
+    holder_ = from;
+    transfer_ = transfer{t, from, self_, n};
+    transfer_->complete = true;
+    transfer_->late = true;
+    logger()->info("{:x}: [{}, {}) from {:x} came after its lease; assuming it", self_, t.lo, t.hi, from);
+    return state_verdict::unpack;
+  }
+  logger()->info("{:x}: [{}, {}) from {:x} came after its lease and cannot be assumed here; giving it back",
+                 self_, t.lo, t.hi, from);
+  effect e;
+  e.what = effect::type::give_back;
+  e.to = from;
+  e.m.span = t;
+  e.m.attempt = n;
+  out.push_back(e);
+  return state_verdict::give_back;
+}
+
 std::optional<effects> lock_protocol::arrived(interval t, vp_t giver) {
   // The paper's assertion (footnote 2): an interval arriving at q is adjacent to q's interval.
   if (!interval_.empty() && !is_adjacent(t, interval_)) {
@@ -351,13 +470,28 @@ std::optional<effects> lock_protocol::arrived(interval t, vp_t giver) {
                     interval_.lo, interval_.hi);
     return std::nullopt;
   }
+  if (!transfer_ || transfer_->what != t) {
+    // A host that skipped state_complete: the transfer is the one this lock stands for.
+    effects ignored;
+    if (!transfer_ && granted(giver, grant_attempt_)) {
+      (void)state_complete(giver, t, grant_attempt_, ignored);
+    } else if (!transfer_ || transfer_->what != t) {
+      logger()->error("{:x}: [{}, {}) from {:x} arrived for no transfer; ignored", self_, t.lo, t.hi, giver);
+      return std::nullopt;
+    }
+  }
   absorb(t);
+  const transfer tr = *transfer_;
   const bool initiator = holder_ == self_;
-  locked_ = false;
-  holder_ = 0;
+  free_lock();
   transfer_.reset();
-  send(giver, kind::done, t);
-  if (initiator) {
+  if (tr.back) {
+    logger()->info("{:x}: [{}, {}) came back from {:x}", self_, t.lo, t.hi, tr.taker);
+    if (initiator) end_attempt(outcome::failed);
+    return take_effects();
+  }
+  send(tr.giver, kind::done, tr.attempt, t);
+  if (initiator && !tr.late) {
     moved_ = t;
     end_attempt(outcome::moved);
   }
@@ -370,25 +504,25 @@ void lock_protocol::decline(interval t) {
   transfer_->declined = true;
 }
 
-effects lock_protocol::declined(interval t, vp_t giver) {
-  const bool initiator = holder_ == self_;
-  locked_ = false;
-  holder_ = 0;
-  transfer_.reset();
-  send(giver, kind::done, t);
-  if (initiator) end_attempt(outcome::failed);
+effects lock_protocol::declined(interval t, vp_t giver, std::uint64_t n) {
+  if (transfer_ && transfer_->taker == self_ && transfer_->giver == giver && transfer_->attempt == n) {
+    const bool initiator = holder_ == self_;
+    free_lock();
+    transfer_.reset();
+    if (initiator) end_attempt(outcome::failed);
+  } else if (granted(giver, n)) {
+    free_lock();
+  } else if (!end_pending(giver, n)) {
+    return {};
+  }
+  send(giver, kind::done, n, t);
   return take_effects();
 }
 
-void lock_protocol::on_done(vp_t q, interval t) {
-  if (!transfer_ || transfer_->giver != self_ || transfer_->taker != q || transfer_->what != t) {
-    logger()->error("{:x}: done for [{}, {}) from {:x} matches no transfer; ignored", self_, t.lo, t.hi, q);
-    return;
-  }
+void lock_protocol::on_done(vp_t, interval t, std::uint64_t) {
   const bool initiator = holder_ == self_;
   const bool declined = transfer_->declined;
-  locked_ = false;
-  holder_ = 0;
+  free_lock();
   transfer_.reset();
   if (initiator && declined) {
     end_attempt(outcome::failed);
@@ -396,6 +530,133 @@ void lock_protocol::on_done(vp_t q, interval t) {
     moved_ = t;
     end_attempt(outcome::moved);
   }
+}
+
+// The responder had broken its grant before the give_request came: nothing was released, the attempt failed.
+void lock_protocol::on_refuse(vp_t q) {
+  logger()->info("{:x}: {:x} refused the give_request of attempt {}: its grant had ended", self_, q, attempt_);
+  transfer_.reset();
+  if (locked_ && holder_ == self_) free_lock();
+  end_attempt(outcome::failed);
+}
+
+// --- leases (decision 8) ------------------------------------------------------------------------------------
+
+lock_protocol::stage lock_protocol::own_stage() const {
+  if (transfer_) {
+    return transfer_->taker == self_ && holder_ == self_ && !transfer_->complete ? stage::taking : stage::none;
+  }
+  if (aborting_) return stage::cleaning;
+  if (attempting_) return stage::locking;
+  return stage::none;
+}
+
+void lock_protocol::tick(time_point now) {
+  // Each watch holds what it saw at its first tick; the lease runs from there while the same thing is seen.
+  const auto watch = [&](std::optional<lease_watch>& w, bool on, std::uint64_t key, vp_t partner) {
+    if (!on) {
+      w.reset();
+      return false;
+    }
+    if (!w || w->key != key || w->partner != partner) {
+      w = lease_watch{key, partner, now};
+      return false;
+    }
+    return now - w->since >= lease_;
+  };
+  const stage st = own_stage();
+  if (watch(own_watch_, st != stage::none, attempt_ * 4 + static_cast<std::uint64_t>(st), 0)) {
+    break_own();
+    own_watch_.reset();
+  }
+  if (watch(grant_watch_, locked_ && holder_ != self_ && !transfer_, grant_attempt_, holder_)) {
+    break_grant();
+    grant_watch_.reset();
+  }
+  for (auto it = invited_seen_.begin(); it != invited_seen_.end();)
+    it = invited_.count(it->first) ? std::next(it) : invited_seen_.erase(it);
+  for (auto it = invited_.begin(); it != invited_.end();) {
+    const auto seen = invited_seen_.try_emplace(it->first, now).first;
+    if (now - seen->second < lease_) {
+      ++it;
+      continue;
+    }
+    logger()->info("{:x}: lease of {} invitation(s) to {:x} ended; forgotten", self_, it->second, it->first);
+    ++leases_broken_;
+    invited_seen_.erase(seen);
+    it = invited_.erase(it);
+  }
+}
+
+// The own attempt, before anything was released to it: ends; a take that sent give_request keeps a pending
+// take, for the state the giver may still send.
+void lock_protocol::break_own() {
+  const stage st = own_stage();
+  logger()->info("{:x}: lease of attempt {} ended ({}, partner {:x}); its lock is free", self_, attempt_,
+                 st == stage::taking ? "taking" : st == stage::cleaning ? "cleaning up" : "locking", partner_);
+  if (st == stage::taking) {
+    add_pending(transfer_->giver, attempt_);
+    transfer_.reset();
+  }
+  if (locked_ && holder_ == self_) free_lock();
+  aborting_ = false;
+  ++leases_broken_;
+  end_attempt(outcome::failed);
+}
+
+// A lock granted and not yet used to release anything: freed, with a pending grant for what may still come.
+void lock_protocol::break_grant() {
+  logger()->info("{:x}: lease of the lock granted to {:x} (attempt {}) ended; it is free", self_, holder_,
+                 grant_attempt_);
+  add_pending(holder_, grant_attempt_);
+  free_lock();
+  ++leases_broken_;
+}
+
+void lock_protocol::add_pending(vp_t partner, std::uint64_t n) {
+  pending_.push_back({partner, n});
+  if (pending_.size() > max_pending) {
+    logger()->warn("{:x}: more than {} pending grants and takes; forgetting the oldest (of {:x})", self_,
+                   max_pending, pending_.front().partner);
+    pending_.erase(pending_.begin());
+  }
+}
+
+bool lock_protocol::end_pending(vp_t partner, std::uint64_t n) {
+  const auto it = std::find_if(pending_.begin(), pending_.end(),
+                               [&](const pending_record& p) { return p.partner == partner && p.attempt == n; });
+  if (it == pending_.end()) return false;
+  pending_.erase(it);
+  return true;
+}
+
+std::optional<interval> lock_protocol::partner_gone(vp_t node) {
+  std::optional<interval> lost;
+  if (transfer_ && transfer_->giver == self_ && transfer_->taker == node && transfer_->released &&
+      !transfer_->complete) {
+    if (!transfer_->declined) lost = transfer_->what;
+    const bool initiator = holder_ == self_;
+    logger()->warn("{:x}: {:x} is gone while [{}, {}) was on its way to it; the lock is free", self_, node,
+                   transfer_->what.lo, transfer_->what.hi);
+    transfer_.reset();
+    free_lock();
+    if (initiator) end_attempt(outcome::failed);
+  }
+  std::erase_if(pending_, [&](const pending_record& p) { return p.partner == node; });
+  invited_.erase(node);
+  invited_seen_.erase(node);
+  return lost;
+}
+
+std::vector<vp_t> lock_protocol::pending_partners() const {
+  std::vector<vp_t> out;
+  for (const auto& p : pending_) out.push_back(p.partner);
+  return out;
+}
+
+vp_t lock_protocol::releasing_to() const {
+  return transfer_ && transfer_->giver == self_ && transfer_->released && !transfer_->complete ? transfer_->taker
+                                                                                                : 0;
 }
 
 std::string lock_protocol::describe() const {
@@ -409,6 +670,8 @@ std::string lock_protocol::describe() const {
                                 giving ? transfer_->taker : transfer_->giver));
   }
   for (const auto& [q, n] : invited_) parts.push_back(fmt::format("{} invitation(s) open to {:x}", n, q));
+  for (const auto& p : pending_)
+    parts.push_back(fmt::format("pending attempt {} of {:x} (its state may still come)", p.attempt, p.partner));
   return parts.empty() ? "idle" : fmt::format("{}", fmt::join(parts, ", "));
 }
 

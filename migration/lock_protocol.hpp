@@ -9,9 +9,16 @@
 // returns what the host must do as data (`effects`, in order), as etcd's raft returns its Ready, so tests
 // drive the protocol through any interleaving they like by moving those effects around.
 //
+// Leases (decision 8): every message names the initiator's attempt, and tick(now) breaks, after `lease` of a
+// phase, what is safe to break against a partner that is only slow: an attempt before anything was released, a
+// lock granted and not yet used. A message of what was broken is answered so that the partner frees what it
+// holds, and a state that comes late is assumed or given back, never dropped. After a release nothing is broken
+// by time; only partner_gone (the taker is unreachable for good) frees the giver.
+//
 // Not thread-safe: the host calls it from one thread at a time (the node's I/O context).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -51,6 +58,8 @@ struct effect {
     give,
     // m.span's state is about to come from `to`; once all of it is here, call arrived(m.span, to).
     expect,
+    // Stream the state that came late for m.span back to `to` (its giver) as give_back, attempt m.attempt.
+    give_back,
   };
   type what = type::send_to_node;
   vp_t to = 0;
@@ -58,9 +67,24 @@ struct effect {
 };
 using effects = std::vector<effect>;
 
+// What to do with a state whose last byte arrived (state_complete).
+enum class state_verdict : std::uint8_t {
+  unpack,     // unpack it, then arrived(): this node assumes it (or takes its own back)
+  give_back,  // the effects stream it back to its giver
+  ignore,     // it belongs to nothing here
+};
+
 class lock_protocol {
  public:
-  lock_protocol(vp_t self, vp_t space_size);
+  using time_point = std::chrono::steady_clock::time_point;
+  static constexpr std::chrono::milliseconds default_lease{3000};
+  // Pending grants and takes kept at once; past it the oldest is forgotten (a state for it is then refused).
+  static constexpr std::size_t max_pending = 64;
+
+  // first_attempt: the number of this incarnation's first attempt (the host draws it at random, so that an old
+  // incarnation's late messages name none of the new one's attempts).
+  lock_protocol(vp_t self, vp_t space_size, std::uint64_t first_attempt = 1,
+                std::chrono::nanoseconds lease = default_lease);
 
   // Figure 2 (lines 8-18): starts an attempt if this node's lock is free and no attempt of its own is
   // outstanding, and the plan's side lies inside V; nullopt otherwise. `any_vnode` is where the query goes when
@@ -73,17 +97,42 @@ class lock_protocol {
 
   // The transfer, reported by the host.
   void released(interval t);  // the giver released t: it leaves this node's interval
-  // The taker has all of t's state. Checks the paper's assertion (t is adjacent to this node's interval, or
-  // that is empty); if it holds, t joins the interval, this node's lock is freed and `done` goes to the giver,
-  // and the caller assumes t. Returns nullopt, changing nothing, if the assertion fails.
+  // Whether a state stream for t from `from`, attempt n, may begin here: the transfer under way, a granted lock,
+  // a pending grant or take (a late state), or the giver's own t coming back.
+  bool expects_state(vp_t from, interval t, std::uint64_t n) const;
+  // The last byte of that state arrived: unpack it (the lock now holds the interval still until arrived()),
+  // give it back (a late state this node cannot assume: its lock is taken, it closes, or t is not adjacent),
+  // or ignore it. Effects (give_back) go to `out`.
+  [[nodiscard]] state_verdict state_complete(vp_t from, interval t, std::uint64_t n, effects& out);
+  // The state of t is unpacked. Checks the paper's assertion (t is adjacent to this node's interval, or that is
+  // empty); if it holds, t joins the interval, this node's lock is freed and `done` goes to the giver (not for
+  // t given back to this node), and the caller assumes t. Returns nullopt, changing nothing, if the assertion
+  // fails.
   [[nodiscard]] std::optional<effects> arrived(interval t, vp_t giver);
   // The paper's assertion alone, for a taker that checks before unpacking.
   bool acceptable(interval t) const { return interval_.empty() || is_adjacent(t, interval_); }
   // The giver could not produce t's state (its pack failed): t is this node's again, and the taker is told
   // (state_begin with length `declined_length`); both locks are freed as after a transfer, nothing moved.
   void decline(interval t);
-  // The taker learnt that the giver declined: frees its lock and sends done, as after a transfer.
-  [[nodiscard]] effects declined(interval t, vp_t giver);
+  // The taker learnt that the giver declined: frees its lock and sends done, as after a transfer (also for a
+  // pending grant or take of attempt n, which then ends).
+  [[nodiscard]] effects declined(interval t, vp_t giver, std::uint64_t n);
+
+  // Leases: breaks what has been in one breakable phase for `lease` (the first tick that sees a phase starts its
+  // lease, so a break comes between lease and lease plus the host's tick period).
+  void tick(time_point now);
+  // `node` is gone for good (unreachable past the host's bound): a state this node released to it is lost with
+  // it (returned, so the host can say so), and its lock, pending grants and takes and invitations end.
+  std::optional<interval> partner_gone(vp_t node);
+  // The taker of a released interval, while this node waits for its done (partner_gone's subject); 0 if none.
+  vp_t releasing_to() const;
+  std::size_t pending() const { return pending_.size(); }
+  std::vector<vp_t> pending_partners() const;
+  // `node` will send nothing more (it finalized, or crashed): its pending grants and takes end.
+  void forget_pending(vp_t node) {
+    std::erase_if(pending_, [&](const pending_record& p) { return p.partner == node; });
+  }
+  std::uint64_t leases_broken() const { return leases_broken_; }
 
   // The interval the node assumes, kept in step by the host when the application assumes or releases outside
   // the protocol; nullopt when the node assumes several intervals, which makes it sit migration out (it
@@ -110,8 +159,10 @@ class lock_protocol {
   // this node's lock, so the node must stay until it has answered that (decision 6).
   bool invitations_open() const { return !invited_.empty(); }
   // Everything that needs this node to stay: an attempt of its own, a lock it holds or granted, an open
-  // invitation.
-  bool involved() const { return attempting_ || locked_ || transfer_.has_value() || !invited_.empty(); }
+  // invitation, a pending grant or take (a state may still come).
+  bool involved() const {
+    return attempting_ || locked_ || transfer_.has_value() || !invited_.empty() || !pending_.empty();
+  }
   // What involved() is made of, for a log line: "locked by 5f3a..., attempting, giving [0, 10) to 77c1...,
   // invitations open to 12ab...", or "idle".
   std::string describe() const;
@@ -121,13 +172,30 @@ class lock_protocol {
     interval what;
     vp_t giver = 0;
     vp_t taker = 0;
+    std::uint64_t attempt = 0;
     bool declined = false;
+    bool released = false;  // the giver released `what`: nothing is broken by time from here
+    bool complete = false;  // the taker has the whole state and unpacks it: nothing is broken by time
+    bool back = false;      // `what` comes back to its giver (give_back)
+    bool late = false;      // a late state this node assumes
+  };
+  // A grant or take broken by a lease, whose partner may still send what ends it (decision 8).
+  struct pending_record {
+    vp_t partner = 0;
+    std::uint64_t attempt = 0;
+  };
+  // Where this node's own attempt is, for its lease.
+  enum class stage : std::uint8_t { none, locking, cleaning, taking };
+  struct lease_watch {
+    std::uint64_t key = 0;
+    vp_t partner = 0;
+    time_point since{};
   };
 
-  // Figure 3, one handler per message; q is the sender.
-  void on_query(vp_t q);
+  // Figure 3, one handler per message; q is the sender, n the attempt.
+  void on_query(vp_t q, std::uint64_t n);
   void on_lock_you_first(vp_t q, interval s);
-  void on_lock2(vp_t q, interval s);
+  void on_lock2(vp_t q, interval s, std::uint64_t n);
   void on_fail1(vp_t q);
   void on_fail2(vp_t q);
   void on_ok1(vp_t q, interval s);
@@ -135,22 +203,36 @@ class lock_protocol {
   void on_cleanup(vp_t q);
   void on_cleanup_ack(vp_t q);
   // The transfer.
-  void on_give_request(vp_t q, interval t);
-  void on_done(vp_t q, interval t);
+  void on_give_request(vp_t q, interval t, std::uint64_t n);
+  void on_done(vp_t q, interval t, std::uint64_t n);
+  void on_refuse(vp_t q);
   void on_withdraw(vp_t q);
   void answered_invitation(vp_t q);  // lock2 or withdraw from q
+  // Leases.
+  bool current(const message& m) const;  // m belongs to what this node has now, not to something broken
+  void on_stale(const message& m);
+  bool granted(vp_t q, std::uint64_t n) const {
+    return locked_ && holder_ == q && q != self_ && grant_attempt_ == n && !transfer_;
+  }
+  stage own_stage() const;
+  void break_own();
+  void break_grant();
+  void add_pending(vp_t partner, std::uint64_t n);
+  bool end_pending(vp_t partner, std::uint64_t n);  // whether there was one
+  void free_lock();
 
   bool adjacent_as_intended(interval s) const;  // lines 34 and 54
   void both_locks_held(vp_t q, interval s);     // after line 56 or 62: apply the plan
   interval plan_interval(interval s) const;     // T, from I and S
   void absorb(interval t);                      // I = I + t, t adjacent to I (or I empty)
   void end_attempt(outcome o);
-  void send(vp_t to, kind k, interval span = {});
-  void order(effect::type what, vp_t partner, interval t);  // give or expect
+  void send(vp_t to, kind k, std::uint64_t n, interval span = {});
+  void order(effect::type what, vp_t partner, interval t, std::uint64_t n);  // give or expect
   effects take_effects() { return std::exchange(effects_, {}); }
 
   vp_t self_;
   vp_t space_size_;
+  std::chrono::nanoseconds lease_;
   effects effects_;  // of the step under way, handed to the host when it returns
   bool locked_ = false;      // s = LOCKED
   vp_t holder_ = 0;          // h
@@ -161,6 +243,14 @@ class lock_protocol {
   // lock_you_first sent to q and not yet answered, per q (a count: q's next query may overtake the withdraw
   // that ended its previous attempt, as they travel different ways).
   std::map<vp_t, std::uint32_t> invited_;
+  std::map<vp_t, time_point> invited_seen_;  // the first tick that saw q's count as it is
+
+  std::uint64_t next_attempt_;     // the number of this node's next attempt
+  std::uint64_t attempt_ = 0;      // of the attempt under way, or the last one
+  std::uint64_t grant_attempt_ = 0;  // the attempt a lock granted to holder_ belongs to
+  std::vector<pending_record> pending_;
+  std::optional<lease_watch> own_watch_, grant_watch_;
+  std::uint64_t leases_broken_ = 0;
 
   // The initiator's attempt.
   plan plan_;

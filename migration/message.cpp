@@ -38,6 +38,10 @@ std::string_view to_string(kind k) {
       return "done";
     case kind::withdraw:
       return "withdraw";
+    case kind::refuse:
+      return "refuse";
+    case kind::give_back:
+      return "give_back";
   }
   return "unknown";
 }
@@ -50,6 +54,7 @@ Bytes encode(const message& m) {
   base::store_le<std::uint64_t>(p + 9, m.span.lo);
   base::store_le<std::uint64_t>(p + 17, m.span.hi);
   base::store_le<std::uint64_t>(p + 25, m.number);
+  base::store_le<std::uint64_t>(p + 33, m.attempt);
   if (m.what == kind::state_chunk && !m.chunk.empty()) {
     std::memcpy(p + message_head_bytes, m.chunk.data(), m.chunk.size());
   }
@@ -59,7 +64,7 @@ Bytes encode(const message& m) {
 std::optional<message> decode(std::span<const std::byte> body) {
   if (body.size() < message_head_bytes) return std::nullopt;
   const auto k = static_cast<std::uint8_t>(body[0]);
-  if (k < static_cast<std::uint8_t>(kind::query) || k > static_cast<std::uint8_t>(kind::withdraw))
+  if (k < static_cast<std::uint8_t>(kind::query) || k > static_cast<std::uint8_t>(kind::give_back))
     return std::nullopt;
   message m;
   m.what = static_cast<kind>(k);
@@ -67,6 +72,7 @@ std::optional<message> decode(std::span<const std::byte> body) {
   m.span.lo = base::load_le<std::uint64_t>(body.data() + 9);
   m.span.hi = base::load_le<std::uint64_t>(body.data() + 17);
   m.number = base::load_le<std::uint64_t>(body.data() + 25);
+  m.attempt = base::load_le<std::uint64_t>(body.data() + 33);
   if (m.what == kind::state_chunk) {
     m.chunk = body.subspan(message_head_bytes);
   } else if (body.size() != message_head_bytes) {

@@ -7,7 +7,8 @@
 // arrives, or waits.
 //
 // Layout, little-endian: u8 kind, u64 from (the sender's resource name), u64 lo, u64 hi (S or T), u64 number
-// (a chunk's index, or a state's length), then for state_chunk the chunk's bytes.
+// (a chunk's index, or a state's length), u64 attempt (the initiator's number of the attempt the message
+// belongs to: docs/migration.md, decision 8), then for state_chunk the chunk's bytes.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,9 @@ enum class kind : std::uint8_t {
   done = 14,          // (p, T): the taker assumes T
   // the answer to lock_you_first when no lock2 follows (docs/migration.md, decision 6)
   withdraw = 15,  // (p): line 39 -> the responder stops waiting for lock2
+  // leases (docs/migration.md, decision 8)
+  refuse = 16,     // (p): a give_request for a grant broken by its lease; nothing was released
+  give_back = 17,  // (p, T, length): a state that came after its lease, streamed back to the giver
 };
 
 std::string_view to_string(kind k);
@@ -58,9 +62,10 @@ struct message {
   // state_chunk only: a view of the chunk's bytes (in the state being sent, or in the received body), so that a
   // chunk is copied once on each side, not three times.
   std::span<const std::byte> chunk;
+  std::uint64_t attempt = 0;  // the initiator's number of the attempt (0 in no attempt's name)
 };
 
-inline constexpr std::size_t message_head_bytes = 1 + 8 * 4;
+inline constexpr std::size_t message_head_bytes = 1 + 8 * 5;
 
 Bytes encode(const message& m);
 // nullopt for anything malformed: unknown kind, short, trailing bytes on a message without a chunk. A chunk

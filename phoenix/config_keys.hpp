@@ -102,6 +102,8 @@ inline constexpr std::array kConfigKeys = {
               {10, 86'400'000}},
     ConfigKey{"orphan_policy", "PHOENIX_ORPHAN_POLICY", KeyKind::text, &Config::orphan_policy, {},
               validate_orphan_policy},
+    ConfigKey{"migration_lease_ms", "PHOENIX_MIGRATION_LEASE_MS", KeyKind::count, &Config::migration_lease_ms,
+              {10, 86'400'000}},
     ConfigKey{"assume", nullptr, KeyKind::intervals, &Config::assume, {}, validate_assume},
     ConfigKey{"share", "PHOENIX_SHARE", KeyKind::share},
     ConfigKey{"node", nullptr, KeyKind::tables},

@@ -23,12 +23,14 @@ std::uint64_t random_seed() {
 }
 }  // namespace
 
-migration_driver::migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops)
+migration_driver::migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops,
+                                   lease_config leases)
     : name_(std::move(name)),
       ops_(std::move(ops)),
-      protocol_(self, space_size),
+      protocol_(self, space_size, random_seed() >> 1, leases.lease),  // >> 1: far from wrapping
       rng_(random_seed()),
-      space_size_(space_size) {}
+      space_size_(space_size),
+      leases_(leases) {}
 
 void migration_driver::set_handlers(Node::PackFn pack, Node::UnpackFn unpack) {
   pack_ = std::move(pack);
@@ -59,7 +61,9 @@ void migration_driver::apply(const migration::effects& effects) {
         send_message(e.to, e.m);
         break;
       case migration::effect::type::give:
-        give(e.m.span, e.to);
+        give(e.m.span, e.to, e.m.attempt);
+        break;
+      case migration::effect::type::give_back:  // complete() streams it, from the bytes it has
         break;
       case migration::effect::type::expect:
         logger()->debug("{}: expecting [{}, {}) from {:x}", name_, e.m.span.lo, e.m.span.hi, e.to);
@@ -70,9 +74,9 @@ void migration_driver::apply(const migration::effects& effects) {
 
 // --- the giver ----------------------------------------------------------------------------------------------
 
-void migration_driver::give(interval t, vp_t taker) {
-  if (!pack_) return give_now(t, taker);
-  queue_step({step_kind::give, t, taker});
+void migration_driver::give(interval t, vp_t taker, std::uint64_t attempt) {
+  if (!pack_) return give_now(t, taker, attempt);
+  queue_step({step_kind::give, t, taker, attempt});
 }
 
 void migration_driver::adopted(Interval span, vp_t owner) {
@@ -85,141 +89,240 @@ void migration_driver::queue_step(const step& s) {
   pending_.fetch_add(1, std::memory_order_release);
 }
 
-void migration_driver::give_now(interval t, vp_t taker) {
+void migration_driver::give_now(interval t, vp_t taker, std::uint64_t attempt) {
   ops_.release(t);
   protocol_.released(t);
-  start_stream(t, taker, {});
+  start_stream(kind::state_begin, t, taker, attempt, {});
 }
 
-void migration_driver::start_stream(interval t, vp_t taker, Bytes state) {
+void migration_driver::start_stream(kind begin_kind, interval t, vp_t to, std::uint64_t attempt, Bytes state) {
   message begin;
-  begin.what = kind::state_begin;
+  begin.what = begin_kind;
   begin.from = protocol_.self();
   begin.span = t;
   begin.number = state.size();
-  send_message(taker, begin);
-  logger()->info("{}: giving [{}, {}) with {} bytes of state to {:x}", name_, t.lo, t.hi, state.size(), taker);
-  out_ = outgoing{t, taker, std::move(state), 0, 0};
-  send_chunks();
+  begin.attempt = attempt;
+  send_message(to, begin);
+  logger()->info("{}: {} [{}, {}) with {} bytes of state to {:x}", name_,
+                 begin_kind == kind::give_back ? "giving back" : "giving", t.lo, t.hi, state.size(), to);
+  out_.push_back(outgoing{t, to, attempt, std::move(state), 0, 0, begin_kind == kind::give_back});
+  send_chunks(out_.back());
 }
 
 // Sends chunks while fewer than window_chunks are unacknowledged.
-void migration_driver::send_chunks() {
-  if (!out_) return;
-  const std::uint64_t chunks = (out_->state.size() + chunk_bytes - 1) / chunk_bytes;
-  while (out_->next < chunks && out_->next - out_->acked < window_chunks) {
-    const std::uint64_t offset = out_->next * chunk_bytes;
-    const std::size_t n =
-        static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, out_->state.size() - offset));
+void migration_driver::send_chunks(outgoing& o) {
+  const std::uint64_t chunks = (o.state.size() + chunk_bytes - 1) / chunk_bytes;
+  while (o.next < chunks && o.next - o.acked < window_chunks) {
+    const std::uint64_t offset = o.next * chunk_bytes;
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, o.state.size() - offset));
     message m;
     m.what = kind::state_chunk;
     m.from = protocol_.self();
-    m.span = out_->what;
-    m.number = out_->next;
-    m.chunk = std::span<const std::byte>(out_->state).subspan(offset, n);
-    send_message(out_->taker, m);
-    ++out_->next;
+    m.span = o.what;
+    m.number = o.next;
+    m.attempt = o.attempt;
+    m.chunk = std::span<const std::byte>(o.state).subspan(offset, n);
+    send_message(o.taker, m);
+    ++o.next;
   }
-  if (out_->acked == chunks) out_.reset();  // all of it arrived; the taker's done frees the lock
+  // A state given back is over once all of it arrived. A give keeps its bytes until done: a taker that can
+  // take it no more refuses it, and the bytes come back to this node's application (take_back).
+  if (o.acked == chunks && o.back) std::erase_if(out_, [&](const outgoing& x) { return &x == &o; });
+}
+
+// The taker refused a state this node released to it (it had nothing left that expects it): nothing of it was
+// assumed there, so it comes back here, from the bytes still kept, as a state given back would.
+bool migration_driver::take_back(const message& refuse) {
+  const auto o = std::find_if(out_.begin(), out_.end(), [&](const outgoing& x) {
+    return !x.back && x.taker == refuse.from && x.attempt == refuse.attempt;
+  });
+  if (o == out_.end() || protocol_.releasing_to() != refuse.from) return false;
+  logger()->warn("{}: {:x} refused [{}, {}): taking it back", name_, refuse.from, o->what.lo, o->what.hi);
+  in_.push_back(incoming{o->what, o->taker, o->attempt, o->state.size(), o->state.size(), std::move(o->state)});
+  out_.erase(o);
+  complete(std::prev(in_.end()));
+  return true;
 }
 
 void migration_driver::on_state_ack(const message& m) {
-  if (!out_ || m.from != out_->taker || m.span != out_->what) return;
-  out_->acked = std::max(out_->acked, m.number + 1);
-  send_chunks();
+  for (auto& o : out_) {
+    if (o.taker != m.from || o.what != m.span || o.attempt != m.attempt) continue;
+    o.acked = std::max(o.acked, m.number + 1);
+    return send_chunks(o);
+  }
 }
 
 // --- the taker ----------------------------------------------------------------------------------------------
 
-bool migration_driver::locked_for(vp_t giver) const {
-  return protocol_.locked() && (protocol_.holder() == giver || protocol_.holder() == protocol_.self());
+std::list<migration_driver::incoming>::iterator migration_driver::find_incoming(vp_t from, interval t,
+                                                                               std::uint64_t attempt) {
+  return std::find_if(in_.begin(), in_.end(), [&](const incoming& i) {
+    return i.giver == from && i.what == t && i.attempt == attempt;
+  });
 }
 
-void migration_driver::on_state_begin(const message& m) {
-  if (in_ || !locked_for(m.from)) {
-    logger()->error("{}: state for [{}, {}) from {:x} not expected here; ignored", name_, m.span.lo, m.span.hi,
-                    m.from);
-    return;
-  }
-  const auto early = std::exchange(early_chunks_, {});
-  if (m.number == migration::declined_length) {
+// state_begin (a giver's) or give_back (a taker's, with the state that came after its lease).
+void migration_driver::on_stream_begin(const message& m) {
+  if (m.what == kind::state_begin && m.number == migration::declined_length) {
     logger()->warn("{}: {:x} could not pack the state of [{}, {}); nothing moves", name_, m.from, m.span.lo,
                    m.span.hi);
-    apply(protocol_.declined(m.span, m.from));
+    apply(protocol_.declined(m.span, m.from, m.attempt));
     return;
   }
-  in_ = incoming{m.span, m.from, m.number, 0, Bytes(m.number)};
-  if (m.number == 0) return finish_arrival(false);
+  if (find_incoming(m.from, m.span, m.attempt) != in_.end()) {
+    logger()->error("{}: state for [{}, {}) from {:x} began twice; ignored", name_, m.span.lo, m.span.hi, m.from);
+    return;
+  }
+  if (!protocol_.expects_state(m.from, m.span, m.attempt)) {
+    // Nothing here waits for it any more (a pending record forgotten, its partner long unreachable): refused,
+    // so that its giver takes it back rather than wait for a done that will not come.
+    logger()->warn("{}: state for [{}, {}) from {:x} not expected here; refused", name_, m.span.lo, m.span.hi,
+                   m.from);
+    if (m.what == kind::state_begin) {
+      message refuse;
+      refuse.what = kind::refuse;
+      refuse.from = protocol_.self();
+      refuse.span = m.span;
+      refuse.attempt = m.attempt;
+      send_message(m.from, refuse);
+    }
+    return;
+  }
+  in_.push_back(incoming{m.span, m.from, m.attempt, m.number, 0, Bytes(m.number)});
+  const auto in = std::prev(in_.end());
+  if (m.number == 0) return complete(in);
+  const auto early = std::exchange(early_chunks_, {});
   for (const auto& c : early) {
-    if (c.giver != m.from || c.what != m.span) continue;
+    if (c.giver != m.from || c.what != m.span || c.attempt != m.attempt) {
+      early_chunks_.push_back(c);  // another stream's
+      continue;
+    }
     logger()->debug("{}: state chunk {} of [{}, {}) came before its state_begin", name_, c.index, c.what.lo,
                     c.what.hi);
-    if (take_chunk(c.index, c.bytes)) return;  // the last one: arrived
+    if (take_chunk(in, c.index, c.bytes)) return;  // the last one: arrived
   }
 }
 
 // The overlay keeps the order of one sender's packets only while their route stays the same (docs/overlay.md,
 // "Order"): after a link cut, a chunk may overtake the state_begin the cut held back. Such a chunk is kept
-// (at most window_chunks of them: the giver sends no more before they are acknowledged) until its
+// (at most window_chunks per stream: the giver sends no more before they are acknowledged) until its
 // state_begin comes.
 void migration_driver::on_state_chunk(const message& m) {
-  if (in_ && m.from == in_->giver && m.span == in_->what) {
-    take_chunk(m.number, m.chunk);
-  } else if (!in_ && locked_for(m.from) && early_chunks_.size() < window_chunks) {
-    early_chunks_.push_back({m.span, m.from, m.number, Bytes(m.chunk.begin(), m.chunk.end())});
+  const auto in = find_incoming(m.from, m.span, m.attempt);
+  if (in != in_.end()) {
+    take_chunk(in, m.number, m.chunk);
+  } else if (protocol_.expects_state(m.from, m.span, m.attempt) &&
+             early_chunks_.size() < 2 * window_chunks) {
+    early_chunks_.push_back({m.span, m.from, m.attempt, m.number, Bytes(m.chunk.begin(), m.chunk.end())});
   } else {
     logger()->error("{}: state chunk {} for [{}, {}) from {:x} not expected here; ignored", name_, m.number,
                     m.span.lo, m.span.hi, m.from);
   }
 }
 
-// Returns whether it was the last chunk (the state arrived).
-bool migration_driver::take_chunk(std::uint64_t index, std::span<const std::byte> chunk) {
+bool migration_driver::take_chunk(std::list<incoming>::iterator in, std::uint64_t index,
+                                  std::span<const std::byte> chunk) {
   const std::uint64_t offset = index * chunk_bytes;
-  if (offset + chunk.size() > in_->length ||
-      (chunk.size() != chunk_bytes && offset + chunk.size() != in_->length)) {
+  if (in->ready || offset + chunk.size() > in->length ||
+      (chunk.size() != chunk_bytes && offset + chunk.size() != in->length)) {
     logger()->error("{}: state chunk {} from {:x} does not fit a state of {} bytes; ignored", name_, index,
-                    in_->giver, in_->length);
+                    in->giver, in->length);
     return false;
   }
-  std::memcpy(in_->state.data() + offset, chunk.data(), chunk.size());
-  in_->received += chunk.size();
+  std::memcpy(in->state.data() + offset, chunk.data(), chunk.size());
+  in->received += chunk.size();
   message ack;
   ack.what = kind::state_ack;
   ack.from = protocol_.self();
-  ack.span = in_->what;
+  ack.span = in->what;
   ack.number = index;
-  send_message(in_->giver, ack);
-  if (in_->received != in_->length) return false;
-  finish_arrival(false);
+  ack.attempt = in->attempt;
+  send_message(in->giver, ack);
+  if (in->received < in->length) return false;
+  complete(in);
   return true;
 }
 
-// All of the state is here: check the paper's assertion, then unpack (on an application thread, if there are
-// handlers) and assume.
-void migration_driver::finish_arrival(bool unpacked) {
-  if (!protocol_.acceptable(in_->what)) {
+// All of a stream is here. The protocol decides: this node assumes it (or takes its own back), or it came
+// after its lease and goes back to its giver, or it belongs to nothing here.
+void migration_driver::complete(std::list<incoming>::iterator in) {
+  migration::effects out;
+  switch (protocol_.state_complete(in->giver, in->what, in->attempt, out)) {
+    case migration::state_verdict::unpack:
+      return finish_arrival(in, false);
+    case migration::state_verdict::give_back:
+      start_stream(kind::give_back, in->what, in->giver, in->attempt, std::move(in->state));
+      in_.erase(in);
+      return;
+    case migration::state_verdict::ignore:
+      logger()->error("{}: state for [{}, {}) from {:x} belongs to no transfer here; dropped", name_, in->what.lo,
+                      in->what.hi, in->giver);
+      in_.erase(in);
+      return;
+  }
+}
+
+// Check the paper's assertion, then unpack (on an application thread, if there are handlers) and assume.
+void migration_driver::finish_arrival(std::list<incoming>::iterator in, bool unpacked) {
+  if (!protocol_.acceptable(in->what)) {
     assertion_failed_ = true;
     logger()->critical("{}: migration assertion failed: [{}, {}) is not adjacent to this node's interval",
-                       name_, in_->what.lo, in_->what.hi);
+                       name_, in->what.lo, in->what.hi);
 #ifndef NDEBUG
     std::abort();
 #endif
   }
   if (unpack_ && !unpacked) {
-    arrival_ready_ = true;
-    queue_step({step_kind::arrive, in_->what, in_->giver});
+    in->ready = true;
+    queue_step({step_kind::arrive, in->what, in->giver, in->attempt});
     return;
   }
-  const incoming done = std::move(*in_);
-  in_.reset();
-  arrival_ready_ = false;
+  const incoming done = std::move(*in);
+  in_.erase(in);
+  std::erase_if(out_, [&](const outgoing& o) {  // it came back: what this node kept of its give is spent
+    return !o.back && o.taker == done.giver && o.what == done.what && o.attempt == done.attempt;
+  });
   if (const auto effects = protocol_.arrived(done.what, done.giver)) {
     apply(*effects);
     ops_.assume(done.what);
     logger()->info("{}: assumed [{}, {}) from {:x} with {} bytes of state", name_, done.what.lo, done.what.hi,
                    done.giver, done.length);
   }
+}
+
+// --- leases -------------------------------------------------------------------------------------------------
+
+void migration_driver::tick(std::chrono::steady_clock::time_point now) {
+  protocol_.tick(now);
+  // A pending grant or take whose partner has had no route for a lease: it finalized, or crashed, and sends
+  // nothing more; should it come back with the state after all, the state is refused and goes back to it.
+  std::map<vp_t, std::chrono::steady_clock::time_point> still;
+  for (const vp_t p : protocol_.pending_partners()) {
+    if (!ops_.reachable || ops_.reachable(p) || still.count(p)) continue;
+    const auto it = pending_unreachable_since_.find(p);
+    still[p] = it == pending_unreachable_since_.end() ? now : it->second;
+    if (now - still[p] < leases_.lease) continue;
+    logger()->info("{}: {:x} has had no route for {} ms; forgetting what may still come from it", name_, p,
+                   leases_.lease.count());
+    protocol_.forget_pending(p);
+    still.erase(p);
+  }
+  pending_unreachable_since_ = std::move(still);
+  // A taker this node released an interval to, unreachable for gone_after: given up on (never on a timeout
+  // alone while it is reachable: a slow taker would still assume what it was sent).
+  const vp_t taker = protocol_.releasing_to();
+  if (taker == 0 || !ops_.reachable || ops_.reachable(taker)) {
+    unreachable_since_.reset();
+    return;
+  }
+  if (!unreachable_since_ || unreachable_since_->first != taker) unreachable_since_.emplace(taker, now);
+  if (now - unreachable_since_->second < leases_.gone_after) return;
+  unreachable_since_.reset();
+  if (const auto lost = protocol_.partner_gone(taker)) {
+    logger()->error("{}: {:x} has been unreachable for {} ms with [{}, {}) on its way to it: lost with it unless "
+                    "it comes back", name_, taker, leases_.gone_after.count(), lost->lo, lost->hi);
+  }
+  std::erase_if(out_, [&](const outgoing& o) { return o.taker == taker; });
 }
 
 // Messages for t that another application thread received before the release may still be in its hands: their
@@ -250,14 +353,20 @@ void migration_driver::on_packet(const overlay::packet& p) {
   }
   switch (m->what) {
     case kind::state_begin:
-      return on_state_begin(*m);
+    case kind::give_back:
+      return on_stream_begin(*m);
     case kind::state_chunk:
       return on_state_chunk(*m);
     case kind::state_ack:
       return on_state_ack(*m);
+    case kind::refuse:
+      if (take_back(*m)) return;
+      return apply(protocol_.on_message(*m));
     case kind::done:
       // done may overtake the last state_ack (see on_state_chunk): the stream is over all the same.
-      if (out_ && out_->taker == m->from && out_->what == m->span) out_.reset();
+      std::erase_if(out_, [&](const outgoing& o) {
+        return o.taker == m->from && o.what == m->span && o.attempt == m->attempt;
+      });
       [[fallthrough]];
     default:
       return apply(protocol_.on_message(*m));
@@ -297,7 +406,7 @@ int migration_driver::run_pending(progress_engine& progress) {
       wait_for_handling(progress, s.span);
       std::optional<Bytes> state = pack_(s.span);
       progress.call([&] {
-        if (state) return start_stream(s.span, s.partner, std::move(*state));
+        if (state) return start_stream(kind::state_begin, s.span, s.partner, s.attempt, std::move(*state));
         logger()->error("{}: pack failed for [{}, {}); the interval stays here", name_, s.span.lo, s.span.hi);
         ops_.assume(s.span);
         protocol_.decline(s.span);
@@ -306,18 +415,24 @@ int migration_driver::run_pending(progress_engine& progress) {
         declined.from = protocol_.self();
         declined.span = s.span;
         declined.number = migration::declined_length;
+        declined.attempt = s.attempt;
         send_message(s.partner, declined);
       });
     } else {
-      // in_ stays put until finish_arrival: the protocol's lock keeps every other transfer away from it.
+      // The entry stays put until finish_arrival: a ready stream is erased by nothing else, and list nodes
+      // do not move.
+      std::list<incoming>::iterator in;
       const Bytes* state = nullptr;
-      progress.call([&] { state = in_ && arrival_ready_ ? &in_->state : nullptr; });
+      progress.call([&] {
+        in = find_incoming(s.partner, s.span, s.attempt);
+        state = in != in_.end() && in->ready ? &in->state : nullptr;
+      });
       if (!state) continue;
       if (!unpack_(s.span, std::span<const std::byte>(*state))) {
         logger()->error("{}: unpack failed for [{}, {}); assuming it anyway (the state is the application's)",
                         name_, s.span.lo, s.span.hi);
       }
-      progress.call([&] { finish_arrival(true); });
+      progress.call([&] { finish_arrival(in, true); });
     }
   }
   return ran;

@@ -10,6 +10,10 @@
 // of MiB neither fills a link's window nor delays other traffic by more than a few chunks, and the taker
 // gathers it while its application goes on (docs/migration.md, "The transfer").
 //
+// Leases (docs/migration.md, decision 8): tick() drives the protocol's, and gives up on a taker that has been
+// unreachable for `gone_after` while this node waits for its done (partner_gone). Several streams may be under
+// way at once: a late state, or one given back, beside the transfer of the attempt under way.
+//
 // Threads: everything but run_pending() must be called holding the node's progress token.
 #pragma once
 
@@ -17,6 +21,8 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <phoenix/node.hpp>
@@ -47,19 +53,28 @@ class migration_driver {
     std::function<bool(Interval)> handling;
     // The adoption handler ran for an adopted interval: its messages may go to the application now.
     std::function<void(Interval)> adoption_told;
+    // Whether this node has a route to a resource name now. Unset: always.
+    std::function<bool(vp_t)> reachable;
+  };
+  struct lease_config {
+    std::chrono::milliseconds lease = migration::lock_protocol::default_lease;
+    std::chrono::milliseconds gone_after{10'000};  // a taker unreachable this long is given up on
   };
 
   // How long a giver waits for application threads to finish the messages for the interval it released, before
   // it packs anyway (and says so): a thread that keeps a message while it waits for this one must not hang it.
   static constexpr std::chrono::seconds handling_wait{5};
 
-  migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops);
+  migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops, lease_config leases);
 
   // The protocol, for queries and for the calls that return no effects (set_interval, close, reopen).
   migration::lock_protocol& protocol() { return protocol_; }
   // Figure 2: starts an attempt with plan p; false if the protocol would not (lock_protocol::begin).
   bool begin(const migration::plan& p);
   void on_packet(const overlay::packet& p);  // a packet with migration::protocol_tag, delivered here
+  // Leases and partners gone; the host calls it every lease / 4 or so.
+  void tick(std::chrono::steady_clock::time_point now);
+  std::chrono::milliseconds lease() const { return leases_.lease; }
 
   // Set before migrating; without them no application state moves.
   void set_handlers(Node::PackFn pack, Node::UnpackFn unpack);
@@ -81,21 +96,26 @@ class migration_driver {
  private:
   struct outgoing {
     migration::interval what;
-    vp_t taker = 0;
+    vp_t taker = 0;  // where it goes (the giver, for a state given back)
+    std::uint64_t attempt = 0;
     Bytes state;
     std::uint64_t next = 0;   // next chunk to send
     std::uint64_t acked = 0;  // chunks acknowledged
+    bool back = false;        // a state given back (give_back), not a give
   };
   struct incoming {
     migration::interval what;
-    vp_t giver = 0;
+    vp_t giver = 0;  // where it comes from
+    std::uint64_t attempt = 0;
     std::uint64_t length = 0;
     std::uint64_t received = 0;
     Bytes state;
+    bool ready = false;  // complete, and waits for its unpack step
   };
   struct early_chunk {  // a state_chunk that came before its state_begin
     migration::interval what;
     vp_t giver = 0;
+    std::uint64_t attempt = 0;
     std::uint64_t index = 0;
     Bytes bytes;
   };
@@ -104,21 +124,25 @@ class migration_driver {
     step_kind what;
     migration::interval span;
     vp_t partner = 0;
+    std::uint64_t attempt = 0;
   };
 
   // Carries out what a protocol step asked for, in order.
   void apply(const migration::effects& effects);
-  void give(migration::interval t, vp_t taker);
+  void give(migration::interval t, vp_t taker, std::uint64_t attempt);
   void send_message(vp_t dest, const migration::message& m);
-  void start_stream(migration::interval t, vp_t taker, Bytes state);
-  void send_chunks();
-  void on_state_begin(const migration::message& m);
+  void start_stream(migration::kind begin, migration::interval t, vp_t to, std::uint64_t attempt, Bytes state);
+  void send_chunks(outgoing& o);
+  void on_stream_begin(const migration::message& m);  // state_begin or give_back
   void on_state_chunk(const migration::message& m);
   void on_state_ack(const migration::message& m);
-  bool locked_for(vp_t giver) const;  // this node's lock is held for a transfer from giver
-  bool take_chunk(std::uint64_t index, std::span<const std::byte> chunk);
-  void finish_arrival(bool unpacked_ok);
-  void give_now(migration::interval t, vp_t taker);  // without state handlers
+  bool take_back(const migration::message& refuse);  // whether the refusal was of a state this node released
+  std::list<incoming>::iterator find_incoming(vp_t from, migration::interval t, std::uint64_t attempt);
+  // Returns whether it was the last chunk (the stream is complete and was handled).
+  bool take_chunk(std::list<incoming>::iterator in, std::uint64_t index, std::span<const std::byte> chunk);
+  void complete(std::list<incoming>::iterator in);  // all of it is here: the protocol's verdict
+  void finish_arrival(std::list<incoming>::iterator in, bool unpacked);
+  void give_now(migration::interval t, vp_t taker, std::uint64_t attempt);  // without state handlers
   // On the application thread, after the release of t and before its pack.
   void wait_for_handling(progress_engine& progress, migration::interval t);
 
@@ -131,10 +155,13 @@ class migration_driver {
   Node::PackFn pack_;
   Node::UnpackFn unpack_;
   Node::AdoptionHandler adoption_handler_;
-  std::optional<outgoing> out_;
-  std::optional<incoming> in_;
+  lease_config leases_;
+  // Lists: an incoming stream's bytes are unpacked without the token, so they must not move meanwhile.
+  std::list<outgoing> out_;
+  std::list<incoming> in_;
   std::vector<early_chunk> early_chunks_;
-  bool arrival_ready_ = false;  // in_ is complete and waits for its unpack step
+  std::optional<std::pair<vp_t, std::chrono::steady_clock::time_point>> unreachable_since_;  // releasing_to()
+  std::map<vp_t, std::chrono::steady_clock::time_point> pending_unreachable_since_;  // pending partners
 
   void queue_step(const step& s);
 

@@ -168,7 +168,10 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
                                    std::lock_guard lock(inbox_mu_);
                                    const auto it = std::find(adoption_untold_.begin(), adoption_untold_.end(), s);
                                    if (it != adoption_untold_.end()) adoption_untold_.erase(it);
-                                 }});
+                                 },
+                                 [this](vp_t n) { return overlay_->can_reach(n); }},
+      migration_driver::lease_config{std::chrono::milliseconds(config_.migration_lease_ms),
+                                     std::chrono::milliseconds(config_.orphan_after_ms)});
   sync_migration_interval();
   for (const auto& peer : config_.peers) {
     if (const auto ec = overlay_->add_port(peer, &error)) {
@@ -179,6 +182,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   }
   for (auto& p : logged) overlay_->route_in_transit(std::move(p));
   if (config_.orphan_policy == "adopt") adoption_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
+  lease_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   restore_ = std::move(restore);
   {
     std::lock_guard lock(requests_mu_);
@@ -194,7 +198,10 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
                  logged.size());
   progress_->start_background();
   running_ = true;
-  if (adoption_timer_) progress_->call([&] { arm_adoption(); });
+  progress_->call([&] {
+    if (adoption_timer_) arm_adoption();
+    arm_lease();
+  });
   return {};
 }
 
@@ -227,6 +234,7 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   progress_->call([&] {
     overlay_->stop_linking();
     if (adoption_timer_) adoption_timer_->cancel();
+    lease_timer_->cancel();
   });
   progress_->drive_until([&] { return overlay_->is_quiet(); }, clock::now() + quiet_timeout);
   progress_->stop_background();
@@ -244,6 +252,7 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   }
   migration_.reset();
   adoption_timer_.reset();
+  lease_timer_.reset();
   overlay_.reset();
   progress_.reset();
   std::error_code result;

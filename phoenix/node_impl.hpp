@@ -136,6 +136,9 @@ class Node::Impl {
   void arm_adoption();
   void adopt_orphan();
   std::unique_ptr<asio::steady_timer> adoption_timer_;
+  // Migration leases (migration_driver::tick), every quarter of migration_lease_ms.
+  void arm_lease();
+  std::unique_ptr<asio::steady_timer> lease_timer_;
   // Closes the migration protocol and drives the node until no migration it takes part in is under way (the
   // wait of finalize and suspend); false if one still is after migration_settle_timeout.
   bool settle_migrations();

@@ -60,6 +60,16 @@ bool Node::Impl::assume_now(Interval s) {
   return true;
 }
 
+void Node::Impl::arm_lease() {
+  const auto period = std::max(migration_->lease() / 4, std::chrono::milliseconds(10));
+  lease_timer_->expires_after(period);
+  lease_timer_->async_wait([this](std::error_code ec) {
+    if (ec || !migration_) return;
+    migration_->tick(clock::now());
+    arm_lease();
+  });
+}
+
 void Node::Impl::sync_migration_interval() {
   const auto all = overlay_->assumed().intervals();
   if (all.size() > 1) return migration_->protocol().set_interval(std::nullopt);

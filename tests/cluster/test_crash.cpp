@@ -1,11 +1,14 @@
-// Crashes, as separate processes on 127.0.0.1: an owner SIGKILLed while it assumes an interval. The survivor
+// Crashes, as separate processes on 127.0.0.1. An owner SIGKILLed while it assumes an interval: the survivor
 // reports the interval as orphaned; under orphan_policy "adopt" it assumes it, its application is told by the
 // adoption handler before any message for it arrives, and a message that waited for the interval is
-// delivered; under "wait" the interval stays nobody's.
+// delivered; under "wait" the interval stays nobody's. A migration partner SIGKILLed in the middle of a
+// transfer: the lock it left behind is free again (docs/migration.md, decision 8), and the node migrates on.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <csignal>
+#include <cstring>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -38,6 +41,18 @@ phoenix::Config member_config(const std::string& name, const std::string& key, c
 }
 
 std::string text(const Interval& s) { return std::to_string(s.lo) + " " + std::to_string(s.hi); }
+
+// Reports what the node assumes, then runs until the test stops it, and finalizes.
+int report_assumed_until_stopped(phoenix::Node& node, const ChildPipes& pipes) {
+  std::ostringstream assumed;
+  assumed << "ASSUMED";
+  for (const auto& s : node.assumed()) assumed << " " << text(s);
+  phoenix::launch::report_line(pipes.report_fd, assumed.str());
+  while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) {
+  }
+  node.finalize();
+  return 0;
+}
 
 // The victim: assumes [500, 1000) and waits to be killed.
 int run_victim(const std::string& key, const std::string& peer, const ChildPipes& pipes) {
@@ -72,7 +87,7 @@ int run_survivor(const std::string& key, const std::string& policy, const ChildP
   if (!sees_victim) return 1;
   phoenix::launch::report_line(pipes.report_fd, "SEES VICTIM");
   std::vector<phoenix::OrphanedInterval> orphaned;
-  while (orphaned.empty() && Clock::now() < deadline) {
+  while (orphaned.empty() && !told && Clock::now() < deadline) {  // under adopt, the adoption may come first
     (void)node.recv_for(1, 20ms);
     orphaned = node.orphaned();
   }
@@ -87,14 +102,23 @@ int run_survivor(const std::string& key, const std::string& policy, const ChildP
                                                       (told ? " after the handler" : " before the handler"));
     break;
   }
-  std::ostringstream assumed;
-  assumed << "ASSUMED";
-  for (const auto& s : node.assumed()) assumed << " " << text(s);
-  phoenix::launch::report_line(pipes.report_fd, assumed.str());
-  while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) {
+  return report_assumed_until_stopped(node, pipes);
+}
+
+// Hands each report line of the group's processes to `on_line` until it returns false, `main` ends (before its
+// report was complete) or 60 s pass. The end of another process (one killed) is not an event here.
+void watch(ProcessGroup& group, std::size_t main, const std::function<bool(const phoenix::launch::ChildEvent&)>& on_line) {
+  const auto deadline = Clock::now() + 60s;
+  while (Clock::now() < deadline) {
+    const auto ev = group.next_event(deadline);
+    if (!ev) return;
+    if (ev->eof) {
+      if (ev->child == main) return;
+      continue;
+    }
+    MESSAGE(group.name(ev->child) << ": " << ev->line);
+    if (!on_line(*ev)) return;
   }
-  node.finalize();
-  return 0;
 }
 
 // Runs the survivor and the victim, kills the victim once the survivor sees its interval, and returns what
@@ -108,16 +132,8 @@ std::vector<std::string> crash_and_watch(const std::string& policy) {
   std::optional<std::size_t> victim;
   std::string victim_name;
   std::vector<std::string> lines;
-  const auto deadline = Clock::now() + 60s;
-  while (Clock::now() < deadline) {
-    const auto ev = group.next_event(deadline);
-    if (!ev) break;
-    if (ev->eof) {
-      if (ev->child == survivor) break;  // it ended before its report was complete
-      continue;                          // the victim, killed
-    }
-    const std::string& line = ev->line;
-    MESSAGE(group.name(ev->child) << ": " << line);
+  watch(group, survivor, [&](const phoenix::launch::ChildEvent& ev) {
+    const std::string& line = ev.line;
     if (line.rfind("PORT ", 0) == 0) {
       const std::string port = line.substr(5);
       victim = group.spawn("victim", [&, port](const ChildPipes& p) { return run_victim(key, port, p); });
@@ -128,9 +144,10 @@ std::vector<std::string> crash_and_watch(const std::string& policy) {
       REQUIRE(group.signal(*victim, SIGKILL));
     } else {
       lines.push_back(line);
-      if (line.rfind("ASSUMED", 0) == 0) break;
+      return line.rfind("ASSUMED", 0) != 0;
     }
-  }
+    return true;
+  });
   CHECK_FALSE(victim_name.empty());
   for (auto& l : lines) {  // the victim's resource name, by name
     if (const auto at = l.find(victim_name); !victim_name.empty() && at != std::string::npos)
@@ -140,15 +157,142 @@ std::vector<std::string> crash_and_watch(const std::string& policy) {
   return lines;
 }
 
+// --- a migration partner killed mid-transfer ---------------------------------------------------------------
+
+// Where the partner dies: in pack, as the giver of a take (it released T first), or in unpack, as the taker of
+// a give (T arrived, nothing assumed yet).
+enum class dies_in { pack, unpack };
+
+phoenix::Config partner_config(const std::string& name, const std::string& key) {
+  phoenix::Config c = member_config(name, key, "wait");
+  c.migration_lease_ms = 300;
+  return c;
+}
+
+std::string code(std::error_code ec) { return ec ? std::to_string(ec.value()) : "0"; }
+
+// The partner: assumes [500, 1000) and dies (SIGKILL, as a crash) when its pack or unpack runs.
+int run_partner(const std::string& key, const std::string& peer, dies_in where, const ChildPipes& pipes) {
+  phoenix::Node node(partner_config("partner", key));
+  if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume({500, L})) return 1;
+  if (node.set_state_handlers(
+          [where](Interval) -> std::optional<phoenix::Bytes> {
+            if (where == dies_in::pack) std::raise(SIGKILL);
+            return phoenix::Bytes(8);
+          },
+          [where](Interval, std::span<const std::byte>) {
+            if (where == dies_in::unpack) std::raise(SIGKILL);
+            return true;
+          }))
+    return 1;
+  phoenix::launch::report_line(pipes.report_fd, "PARTNER");
+  while (!phoenix::launch::stop_requested(pipes.control_fd, 20ms)) (void)node.poll();
+  node.finalize();
+  return 0;
+}
+
+// A third node, below: assumes [0, 250), and takes whatever is given to it.
+int run_below(const std::string& key, const std::string& peer, const ChildPipes& pipes) {
+  phoenix::Node node(partner_config("below", key));
+  if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume({0, 250})) return 1;
+  if (node.set_state_handlers([](Interval) -> std::optional<phoenix::Bytes> { return phoenix::Bytes(8); },
+                              [](Interval, std::span<const std::byte>) { return true; }))
+    return 1;
+  phoenix::launch::report_line(pipes.report_fd, "BELOW");
+  while (!phoenix::launch::stop_requested(pipes.control_fd, 20ms)) (void)node.poll();
+  node.finalize();
+  return 0;
+}
+
+// The node in the middle, [250, 500): migrates with the partner above (take 10 from it, or give it 10), the
+// partner dies in the middle; then gives 10 to the node below, which must work.
+int run_middle(const std::string& key, dies_in where, const ChildPipes& pipes) {
+  phoenix::Node node(partner_config("middle", key));
+  if (node.initialize("tcp://127.0.0.1:0") || node.assume({250, 500})) return 1;
+  if (node.set_state_handlers([](Interval) -> std::optional<phoenix::Bytes> { return phoenix::Bytes(8); },
+                              [](Interval, std::span<const std::byte>) { return true; }))
+    return 1;
+  phoenix::launch::report_line(pipes.report_fd, "PORT " + node.local_port());
+  const auto deadline = Clock::now() + 30s;
+  auto sees = [&](Interval s) {
+    for (const auto& r : node.routing_snapshot().routes)
+      if (r.intervals == std::vector<Interval>{s}) return true;
+    return false;
+  };
+  while (!(sees({0, 250}) && sees({500, L})) && Clock::now() < deadline) (void)node.recv_for(1, 20ms);
+  if (Clock::now() >= deadline) return 1;
+  using A = phoenix::Node::MigrationAction;
+  const auto first = node.migrate(where == dies_in::pack ? A::take : A::give, phoenix::Node::Side::above, 10, 2s);
+  phoenix::launch::report_line(pipes.report_fd, "FIRST " + code(first));
+  // Free again within the lease (a take abandoned), or once the taker has been unreachable for orphan_after
+  // (a give whose state went to it): bounded by 10 s here.
+  const auto free_by = Clock::now() + 10s;
+  auto busy = [&] {
+    const auto s = node.routing_snapshot();
+    return s.migration_locked || s.migration_attempting;
+  };
+  while (busy() && Clock::now() < free_by) (void)node.recv_for(1, 20ms);
+  phoenix::launch::report_line(pipes.report_fd, std::string(busy() ? "STILL LOCKED" : "FREE"));
+  const auto second = node.migrate(A::give, phoenix::Node::Side::below, 10, 10s);
+  phoenix::launch::report_line(pipes.report_fd, "SECOND " + code(second));
+  return report_assumed_until_stopped(node, pipes);
+}
+
+std::vector<std::string> partner_dies(dies_in where) {
+  phoenix::test::temp_dir dir;
+  const std::string key = dir.make_key();
+  ProcessGroup group;
+  const std::size_t middle = group.spawn("middle", [&](const ChildPipes& p) { return run_middle(key, where, p); });
+  std::vector<std::string> lines;
+  watch(group, middle, [&](const phoenix::launch::ChildEvent& ev) {
+    if (ev.line.rfind("PORT ", 0) == 0) {
+      const std::string port = ev.line.substr(5);
+      group.spawn("below", [&, port](const ChildPipes& p) { return run_below(key, port, p); });
+      group.spawn("partner", [&, port](const ChildPipes& p) { return run_partner(key, port, where, p); });
+    } else if (ev.child == middle) {
+      lines.push_back(ev.line);
+      return ev.line.rfind("ASSUMED", 0) != 0;
+    }
+    return true;
+  });
+  group.stop_all(10s);
+  return lines;
+}
+
 }  // namespace
 
 TEST_CASE("crash: an owner killed with SIGKILL is reported as orphaned, and adopt gives its interval to the node below, told before any message") {
-  const auto lines = crash_and_watch("adopt");
-  CHECK(lines == std::vector<std::string>{"ORPHANED 500 1000 VICTIM", "ADOPTED 500 1000 VICTIM",
-                                          "GOT 700 after the handler", "ASSUMED 0 1000"});
+  auto lines = crash_and_watch("adopt");
+  // The adoption comes at the first look after orphan_after (every quarter of it): a survivor polling its
+  // reports may see the interval orphaned first, or only adopted. The report alone is the next test's.
+  if (!lines.empty() && lines.front() == "ORPHANED 500 1000 VICTIM") lines.erase(lines.begin());
+  CHECK(lines == std::vector<std::string>{"ADOPTED 500 1000 VICTIM", "GOT 700 after the handler",
+                                          "ASSUMED 0 1000"});
 }
 
 TEST_CASE("crash: under orphan_policy wait, an orphaned interval stays nobody's and its messages wait") {
   const auto lines = crash_and_watch("wait");
   CHECK(lines == std::vector<std::string>{"ORPHANED 500 1000 VICTIM", "ASSUMED 0 500"});
+}
+
+// The partner gives (the middle takes 10 from it) and dies in pack, after it released them: the middle's take
+// cannot complete, and its lease ends the attempt; then it gives 10 to the node below. Without leases the
+// attempt would stay under way for good and the second migrate could not begin (PH_ESTATE).
+TEST_CASE("crash: a giver SIGKILLed in the middle of a transfer leaves its partner free to migrate again after the lease (decision 8)") {
+  const auto lines = partner_dies(dies_in::pack);
+  CHECK(lines == std::vector<std::string>{"FIRST " + std::to_string(PH_EBUSY), "FREE", "SECOND 0",
+                                          "ASSUMED 260 500"});
+}
+
+// The partner takes (the middle gives it 10) and dies in unpack: the middle released the 10 and waits for done,
+// which never comes. Once the partner has been unreachable for orphan_after its lock is free (the 10 are lost
+// with it), and it gives 10 to the node below.
+TEST_CASE("crash: a taker SIGKILLed in the middle of a transfer leaves the giver free to migrate again once it is unreachable (decision 8)") {
+  auto lines = partner_dies(dies_in::unpack);
+  // The attempt ends when the lock is freed: before the 2 s of the call, or after it, as the partner's link
+  // goes down at once or after a keepalive.
+  REQUIRE_FALSE(lines.empty());
+  CHECK((lines[0] == "FIRST " + std::to_string(PH_EBUSY) || lines[0] == "FIRST " + std::to_string(PH_ETIMEDOUT)));
+  lines.erase(lines.begin());
+  CHECK(lines == std::vector<std::string>{"FREE", "SECOND 0", "ASSUMED 260 490"});
 }

@@ -3,8 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "migration/message.hpp"
 #include "phoenix/migration_driver.hpp"
@@ -43,6 +46,8 @@ struct sent {
 struct test_net {
   std::deque<sent> in_flight;
   std::map<std::uint64_t, test_node*> by_name;
+  std::set<std::uint64_t> unreachable;  // resource names the nodes have no route to
+  migration_driver::lease_config leases{std::chrono::milliseconds(3000), std::chrono::milliseconds(10'000)};
 
   std::unique_ptr<test_node> make(std::uint64_t name, Interval owns, std::size_t state_bytes) {
     auto n = std::make_unique<test_node>();
@@ -66,7 +71,9 @@ struct test_net {
       }
     };
     ops.assume = [self](Interval i) { self->assumed.push_back(i); };
-    n->driver = std::make_unique<migration_driver>("n" + std::to_string(name), name, space, std::move(ops));
+    ops.reachable = [this](std::uint64_t to) { return !unreachable.count(to); };
+    n->driver =
+        std::make_unique<migration_driver>("n" + std::to_string(name), name, space, std::move(ops), leases);
     n->assumed.push_back(owns);
     n->driver->protocol().set_interval(owns);
     // pack: state_bytes bytes of a pattern that depends on the interval, so the taker can tell what it got.
@@ -111,16 +118,23 @@ struct test_net {
   }
 };
 
+// A giver assuming [0, 100) and a taker assuming [100, 200), which begins a take half from below.
+std::pair<std::unique_ptr<test_node>, std::unique_ptr<test_node>> take_half_below(test_net& net,
+                                                                                   std::size_t state_bytes) {
+  auto giver = net.make(5000, {0, 100}, state_bytes);
+  auto taker = net.make(6000, {100, 200}, state_bytes);
+  REQUIRE(taker->progress.call(
+      [&] { return taker->driver->begin({migration::plan::action::take_half, migration::side::below}); }));
+  return {std::move(giver), std::move(taker)};
+}
+
 }  // namespace
 
 TEST_CASE("migration driver: state chunks that overtake their state_begin are kept, and the interval arrives") {
   // Three chunks and a short last one; state_begin held back until every chunk was delivered.
   const std::size_t bytes = 2 * migration_driver::chunk_bytes + 1000;
   test_net net;
-  auto giver = net.make(5000, {0, 100}, bytes);
-  auto taker = net.make(6000, {100, 200}, bytes);
-  REQUIRE(taker->progress.call(
-      [&] { return taker->driver->begin({migration::plan::action::take_half, migration::side::below}); }));
+  auto [giver, taker] = take_half_below(net, bytes);
 
   bool chunks_first = false;
   SUBCASE("in order") {}
@@ -146,4 +160,139 @@ TEST_CASE("migration driver: state chunks that overtake their state_begin are ke
             (n == taker.get() ? migration::outcome::moved : migration::outcome::none));
     });
   }
+}
+
+namespace {
+
+// Delivers packets in order until `stop` says the next one should wait; each node runs its pending steps
+// between deliveries. Bounded.
+void deliver_until(test_net& net, const std::function<bool(const sent&)>& stop) {
+  for (int round = 0; round < 1000; ++round) {
+    for (auto& [name, n] : net.by_name) n->driver->run_pending(n->progress);
+    if (net.in_flight.empty() || stop(net.in_flight.front())) return;
+    sent s = std::move(net.in_flight.front());
+    net.in_flight.pop_front();
+    net.deliver(std::move(s));
+  }
+  FAIL("no packet to stop at within 1000 deliveries");
+}
+
+// Two ticks a lease apart: whatever is breakable on n breaks.
+void expire(test_node& n, std::chrono::milliseconds lease) {
+  const auto t0 = std::chrono::steady_clock::now();
+  n.progress.call([&] {
+    n.driver->tick(t0);
+    n.driver->tick(t0 + lease);
+  });
+}
+
+}  // namespace
+
+// Decision 8: the taker's lease ends while the state is on its way (the giver was slow). The state is assumed
+// when it comes all the same, and its done frees the giver's lock: nothing is dropped, nothing assumed twice.
+TEST_CASE("migration driver: a state that comes after the taker's lease is assumed late or given back, never dropped") {
+  const std::size_t bytes = migration_driver::chunk_bytes + 10;
+  for (const bool taker_closes : {false, true}) {
+    CAPTURE(taker_closes);
+    test_net net;
+    auto [giver, taker] = take_half_below(net, bytes);
+    // Until the giver's state is on its way: the taker has sent give_request, the giver released [50, 100).
+    deliver_until(net, [](const sent& s) { return s.what == kind::state_begin; });
+    REQUIRE(giver->assumed.size() == 1);
+    REQUIRE(giver->assumed[0].hi == 50);
+    expire(*taker, net.leases.lease);
+    taker->progress.call([&] {
+      CHECK_FALSE(taker->driver->protocol().locked());
+      CHECK(taker->driver->protocol().last_outcome() == migration::outcome::failed);
+      CHECK(taker->driver->protocol().pending() == 1);
+      CHECK(taker->driver->protocol().involved());  // a state may still come: finalize waits for it
+      if (taker_closes) taker->driver->protocol().close();  // it cannot take it any more: it goes back
+    });
+    net.run([](const sent&) { return false; });
+    if (!taker_closes) {
+      REQUIRE(taker->unpacked.size() == 1);
+      CHECK(taker->unpacked[0] == pattern(bytes, 50));
+      CHECK(taker->assumed.size() == 2);
+      CHECK(giver->unpacked.empty());
+    } else {
+      CHECK(taker->unpacked.empty());
+      CHECK(taker->assumed.size() == 1);
+      REQUIRE(giver->unpacked.size() == 1);
+      CHECK(giver->unpacked[0] == pattern(bytes, 50));  // its own state, back
+      CHECK(giver->assumed.size() == 2);               // [0, 50) and [50, 100) again
+      CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
+    }
+    for (auto* n : {giver.get(), taker.get()})
+      n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+  }
+}
+
+// A taker that forgot its pending take (its giver had no route for a lease) refuses the state when it comes
+// after all, and the giver takes it back from the bytes it kept: the interval is lost by neither.
+TEST_CASE("migration driver: a state nobody expects any more is refused, and its giver takes it back") {
+  const std::size_t bytes = migration_driver::chunk_bytes + 10;
+  test_net net;
+  auto [giver, taker] = take_half_below(net, bytes);
+  deliver_until(net, [](const sent& s) { return s.what == kind::state_begin; });
+  expire(*taker, net.leases.lease);
+  taker->progress.call([&] {
+    REQUIRE(taker->driver->protocol().pending() == 1);
+    taker->driver->protocol().forget_pending(giver->driver->protocol().self());
+    CHECK_FALSE(taker->driver->protocol().involved());
+  });
+  net.run([](const sent&) { return false; });
+  CHECK(taker->unpacked.empty());
+  REQUIRE(giver->unpacked.size() == 1);
+  CHECK(giver->unpacked[0] == pattern(bytes, 50));
+  CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
+  CHECK(taker->driver->protocol().current() == migration::interval{100, 200});
+  for (auto* n : {giver.get(), taker.get()})
+    n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+}
+
+// A lock granted to an initiator that then crashed (its give_request never comes) is free after the lease; if
+// the initiator was only slow, its give_request is refused and it frees its own lock: nothing moved.
+TEST_CASE("migration driver: a lock granted to a partner that stopped answering is free after the lease") {
+  test_net net;
+  auto [giver, taker] = take_half_below(net, 100);
+  deliver_until(net, [](const sent& s) { return s.what == kind::give_request; });
+  giver->progress.call([&] { REQUIRE(giver->driver->protocol().locked()); });
+  expire(*giver, net.leases.lease);
+  giver->progress.call([&] {
+    CHECK_FALSE(giver->driver->protocol().locked());
+    CHECK(giver->driver->protocol().pending() == 1);
+  });
+  net.run([](const sent&) { return false; });  // the slow initiator's give_request: refused
+  CHECK(giver->unpacked.empty());
+  CHECK(taker->unpacked.empty());
+  CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
+  CHECK(taker->driver->protocol().current() == migration::interval{100, 200});
+  CHECK(taker->driver->protocol().last_outcome() == migration::outcome::failed);
+  for (auto* n : {giver.get(), taker.get()})
+    n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+}
+
+// After the release nothing is broken by time: only a taker unreachable for gone_after frees the giver's lock,
+// and what was on its way to it is lost with it.
+TEST_CASE("migration driver: a giver frees its lock once its taker has been unreachable for gone_after, not before") {
+  test_net net;
+  auto [giver, taker] = take_half_below(net, 100);
+  deliver_until(net, [](const sent& s) { return s.what == kind::state_begin; });
+  net.in_flight.clear();  // the taker crashed: what was on its way is lost
+  const auto t0 = std::chrono::steady_clock::now();
+  giver->progress.call([&] {
+    giver->driver->tick(t0);
+    giver->driver->tick(t0 + 10 * net.leases.lease);  // a lease is no reason to take back what was released
+    CHECK(giver->driver->protocol().locked());
+  });
+  net.unreachable.insert(taker->driver->protocol().self());
+  giver->progress.call([&] {
+    giver->driver->tick(t0 + 10 * net.leases.lease);
+    giver->driver->tick(t0 + 10 * net.leases.lease + net.leases.gone_after / 2);
+    CHECK(giver->driver->protocol().locked());  // unreachable, but not for long enough
+    giver->driver->tick(t0 + 10 * net.leases.lease + net.leases.gone_after);
+    CHECK_FALSE(giver->driver->protocol().locked());
+    CHECK_FALSE(giver->driver->protocol().involved());
+    CHECK(giver->driver->protocol().current() == migration::interval{0, 50});  // [50, 100) went with the taker
+  });
 }

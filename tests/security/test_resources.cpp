@@ -257,6 +257,9 @@ TEST_CASE("resources: memory of 1,000 connections in their handshake is freed wh
     CHECK(n.run_until([&] { return handshakes(a) == 0; }));
     // What stays is Asio's reactor state per descriptor, kept for reuse (under 1 KiB each at the peak).
     CHECK(n.run_until([&] { return in_use() - std::min(in_use(), before) < 1000 * 1024; }, 5s));
+    if (&after != &after_round[0]) {  // handlers of the close still queued on a loaded machine settle first
+      n.run_until([&] { return in_use() - std::min(in_use(), after_round[0]) < (64u << 10); }, 2s);
+    }
     after = in_use();
     MESSAGE("heap in use before " << before / 1024 << " KiB, with 1,000 connections " << during / 1024
                                   << " KiB, after they closed " << after / 1024 << " KiB");

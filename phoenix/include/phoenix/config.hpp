@@ -59,6 +59,11 @@ struct Config {
   // Node::set_adoption_handler). Adopting presumes the owner crashed: one only cut off would find its
   // intervals assumed twice when it comes back.
   std::string orphan_policy = "wait";
+  // Migration leases (docs/migration.md, decision 8): a lock, or an attempt, that waits this long for a partner
+  // that does not answer is given up, where that is safe against a partner that is only slow; so a crashed
+  // partner's lock is back within about this long. A giver waiting for a taker that has been unreachable for
+  // orphan_after_ms frees its lock too.
+  std::uint32_t migration_lease_ms = 3000;
   // ssh:// links. Empty identity: ~/.ssh/id_ed25519, then ~/.ssh/id_rsa, then the ssh-agent (SSH_AUTH_SOCK).
   // Empty known_hosts: ~/.ssh/known_hosts. Policy "strict" refuses an unknown gateway key, "accept-new" records
   // it; a changed key is refused either way. A leading "~/" is the home directory.
