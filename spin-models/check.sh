@@ -11,7 +11,8 @@
 #   liveness  LTL with weak fairness (-a -f), 3 nodes, 3 vnodes: every involvement of a node ends (ltl "settles"),
 #             so every attempt ends, every lock is freed again (ltl "live"), every invitation is answered and
 #             every node that closed finalizes; and, expected to fail, a node that crashes (-DCRASH) leaves a live
-#             node's attempt or lock waiting for good (ltl "live_nodes")
+#             node's attempt or lock waiting for good (ltl "live_nodes"), which with leases (-DLEASE) it does not,
+#             nor does a node that only stops for a while (-DSLOW)
 #   scale     4 nodes: exhaustive with 1 attempt per node; bitstate (-DBITSTATE -w28), bounded in time, with 2
 #   bugs      each seeded bug (-DBUG_...) must make SPIN report an error (among them decision 6 undone: invitations
 #             not counted, or counted as a flag; no withdraw; neither, which is the chaos test's bug; and the leave
@@ -127,6 +128,10 @@ safety_variants() {
   # doc, decision 8: one lease expiry at any moment (LEASES=1), 3 vnodes: 12.9 M states, about 35 s
   add safety safety.lease pass 150 "$W -DLEASE -DLEASES=1 -DCAP=4 -DV=3 -DAPPS=0" "$O2" "-m10000 -q -w24 -c0" \
     "leases: a lock broken at any moment"
+  # the same with a node that crashes (partner_gone, forgotten pending records, a state refused and taken
+  # back), 1 attempt per node: with 2 the search passed 24 M states and 7 GB unfinished
+  add safety safety.crash_lease pass 120 "$W -DCRASH -DLEASE -DLEASES=1 -DATTEMPTS=1 -DCAP=4 -DV=3 -DAPPS=0" "$O2" \
+    "-m10000 -w24 -c0" "leases, a node crashes, 1 attempt"  # no -q: queries wait at a crashed node's vnodes
   add safety safety.wait_locks pass 60 "$W -DWAIT_LOCKS -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
     "no fail fast at 54, total order kept"
   add safety safety.no_order pass 60 "$W -DBUG_LOCK_ORDER -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
@@ -141,6 +146,12 @@ liveness_jobs() {
   # the protocol without leases: a crashed partner leaves a live node attempting (or locked) for good
   add liveness liveness.crash_no_lease fail 60 "-DLIVENESS -DCRASH -DAPPS=0 -DV=3" "-O1 -DNFAIR=3" \
     "-m10000 -a -f -N live_nodes -w22" "a node crashes, no lease: a live node's attempt never ends"
+  # with leases (decision 8), 1 attempt per node: every live node's attempts end and its locks are freed again,
+  # whether the partner crashed or only stopped for a while
+  add liveness liveness.crash_lease pass 180 "-DLIVENESS -DCRASH -DLEASE -DATTEMPTS=1 -DCAP=4 -DAPPS=0 -DV=3" \
+    "-O1 -DNFAIR=3" "-m10000 -a -f -N live_nodes -w26" "a node crashes, leases: live nodes' attempts and locks end"
+  add liveness liveness.slow_lease pass 180 "-DLIVENESS -DSLOW -DLEASE -DATTEMPTS=1 -DCAP=4 -DAPPS=0 -DV=3" \
+    "-O1 -DNFAIR=3" "-m10000 -a -f -N live_nodes -w26" "a node stops a while, leases: the same"
 }
 # 4 nodes, 4 vnodes: exhaustive with 1 attempt per node; with 2 the exhaustive run does not finish in a minute
 # (hash compaction, -DHC4, had stored 58 M states after 157 s and was still going), so bitstate, stopped after 20 s

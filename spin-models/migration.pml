@@ -257,6 +257,7 @@ byte xpart[N];     /* the partner of a transfer under way (phase PH_TAKING or PH
 byte broken[N];    /* bit n: node i broke its lock of attempt n (a grant, or its own take after give_request), and
                     * a state for attempt n may still come: the pending grants and takes */
 #define PENDING(i) (broken[i] != 0)
+byte bpart[N];     /* the giver of node i's own take broken by its lease (its pending take's partner) */
 #ifndef LEASES
 #define LEASES 1       /* lease expiries in a run, each at any moment (the state space grows about 20-fold unbounded) */
 #endif
@@ -289,6 +290,8 @@ byte expiries;
 /* ghost state, for the properties only (functions of the rest, so they add no states) */
 byte tr_lo[N];         /* T released by node i and not yet assumed by the taker ("in transit") */
 byte tr_hi[N];
+byte lost_lo[N];       /* CRASH with LEASE: T node i released to a taker that crashed before it assumed it */
+byte lost_hi[N];
 byte inflight[N];      /* messages of node i's own attempt in flight: its query, replies to it */
 
 /* ---- messages ---- */
@@ -419,6 +422,7 @@ inline check_cover() {
         to_gone = GONE(m_j) && !TEMPORARY(m_j);
         if :: OWNS(m_j, m_k) && !to_gone -> m_n++ :: else -> skip fi;
         if :: tr_lo[m_j] <= m_k && m_k < tr_hi[m_j] -> m_n++ :: else -> skip fi;
+        if :: lost_lo[m_j] <= m_k && m_k < lost_hi[m_j] -> m_n++ :: else -> skip fi;
         m_j++
      :: else -> break
      od;
@@ -793,7 +797,8 @@ inline on_done(me) {
    (m_t == cleanup_ack -> ((attempting[me] || phase[me] == PH_CLEANING) && MINE(me)) : \
    ((m_t == cleanup || m_t == give_request) -> GRANTED(me, q) : \
    (m_t == state -> ((phase[me] == PH_TAKING && MINE(me)) || GRANTED(me, q)) : \
-   (m_t == refuse -> (phase[me] == PH_TAKING && MINE(me)) : true)))))
+   (m_t == refuse -> ((phase[me] == PH_TAKING && MINE(me)) || (phase[me] == PH_GIVING && xpart[me] == q)) : \
+   ((m_t == done || m_t == give_back) -> (phase[me] == PH_GIVING && xpart[me] == q) : true))))))
 #define UNBREAK(me) broken[me] = broken[me] & ~BIT(m_c)
 
 /* a state for an attempt whose lock this node broke: assumed if it can be, else given back (never dropped) */
@@ -815,16 +820,29 @@ inline on_late_state(me, q, a, b) {
   fi
 }
 
-/* a message of an attempt or grant broken by a lease: the partner frees what it holds, nothing moves */
+/* a message of an attempt or grant broken by a lease: the partner frees what it holds, nothing moves (the
+ * pending record may be gone already if the partner finalized or crashed after sending it: forget_gone) */
 inline on_stale(me, q) {
   if
   :: m_t == lock_you_first -> WITNESS(42); send(me, q, withdraw, 0, 0)
   :: m_t == ok1 || m_t == ok2 -> WITNESS(43); send(me, q, cleanup, 0, 0)
   :: m_t == fail1 || m_t == fail2 || m_t == cleanup_ack -> WITNESS(44)
-  :: m_t == cleanup -> PRE(broken[me] & BIT(m_c)); WITNESS(45); UNBREAK(me); send(me, q, cleanup_ack, 0, 0)
-  :: m_t == give_request -> PRE(broken[me] & BIT(m_c)); WITNESS(46); UNBREAK(me); send(me, q, refuse, 0, 0)
-  :: m_t == refuse -> PRE(broken[me] & BIT(m_c)); UNBREAK(me)  /* no witness: needs LEASES=2 (a grant and a take) */
-  :: m_t == state -> PRE(broken[me] & BIT(m_c)); UNBREAK(me); on_late_state(me, q, m_a, m_b)
+  :: m_t == cleanup -> PRE((broken[me] & BIT(m_c)) || GONE(q) || CRASHED(q)); WITNESS(45); UNBREAK(me); send(me, q, cleanup_ack, 0, 0)
+  :: m_t == give_request -> PRE((broken[me] & BIT(m_c)) || GONE(q) || CRASHED(q)); WITNESS(46); UNBREAK(me); send(me, q, refuse, 0, 0)
+  :: m_t == refuse && (broken[me] & BIT(m_c)) -> UNBREAK(me)  /* no witness: needs LEASES=2 (a grant and a take) */
+  :: m_t == refuse && !(broken[me] & BIT(m_c)) ->
+     /* a taker refused T and crashed, and this giver gave it up meanwhile (partner_gone). No witness: CRASH */
+     skip
+  :: m_t == state && (broken[me] & BIT(m_c)) -> UNBREAK(me); on_late_state(me, q, m_a, m_b)
+  :: m_t == state && !(broken[me] & BIT(m_c)) ->
+     /* nothing here expects it any more (the pending record was forgotten: its partner crashed, having sent
+      * it first): refused, and the giver takes T back (migration_driver::take_back). No witness: CRASH */
+     PRE(CRASHED(q));
+     send(me, q, refuse, m_a, m_b)
+  :: m_t == done || m_t == give_back ->
+     /* the taker's answer, sent before it crashed, after partner_gone freed this giver: ignored (T was given
+      * up as lost with it). No witness: CRASH with LEASE */
+     skip
   fi
 }
 
@@ -843,7 +861,9 @@ inline on_refuse(me) {
   WITNESS(56);
   free_lock(me); phase[me] = PH_IDLE; xpart[me] = 0
 }
-#define LOST_HERE(me) LOST_TO_GONE(me, m_t)
+/* ... and, with CRASH, anything a taker sent before it crashed (its done, or T given back) to a giver that gave
+ * it up (partner_gone) and then finalized: T was given up as lost with it */
+#define LOST_HERE(me) (LOST_TO_GONE(me, m_t) || (GONE(me) && CRASHED(q)))
 #else
 #define CURRENT(me, q) true
 #define LOST_HERE(me) false
@@ -864,7 +884,9 @@ inline handle(me, q) {
   :: LOST_HERE(me) -> skip
 #ifdef LEASE
   :: !LOST_HERE(me) && !CURRENT(me, q) -> on_stale(me, q)
-  :: !LOST_HERE(me) && CURRENT(me, q) && m_t == refuse -> on_refuse(me)
+  :: !LOST_HERE(me) && CURRENT(me, q) && m_t == refuse && phase[me] == PH_GIVING ->
+     on_give_back(me, q, m_a, m_b)  /* the taker refused T (see on_stale): taken back, as if given back */
+  :: !LOST_HERE(me) && CURRENT(me, q) && m_t == refuse && phase[me] != PH_GIVING -> on_refuse(me)
   :: !LOST_HERE(me) && CURRENT(me, q) && m_t == give_back -> on_give_back(me, q, m_a, m_b)
 #endif
   :: else -> skip
@@ -1064,7 +1086,7 @@ inline crash(me) {
  * BUG_LEASE_AFTER_RELEASE: the giver takes T back when its lease expires after the release. */
 #ifdef LEASE
 inline lease_own(me) {
-  if :: phase[me] == PH_TAKING -> WITNESS(51); broken[me] = broken[me] | BIT(NUM(me)) :: else -> skip fi;
+  if :: phase[me] == PH_TAKING -> WITNESS(51); broken[me] = broken[me] | BIT(NUM(me)); bpart[me] = xpart[me] :: else -> skip fi;
   if :: locked[me] && holder[me] == me -> free_lock(me) :: else -> skip fi;
   attempting[me] = false; phase[me] = PH_IDLE; xpart[me] = 0; end_attempt(me)
 }
@@ -1083,10 +1105,38 @@ inline forget_invitations(me) {
               EXPIRE; WITNESS(52); broken[me] = broken[me] | BIT(gnum[me]); free_lock(me); gnum[me] = 0; check_node(me) } \
   :: d_step { (RUNS(me) && CAN_EXPIRE_INV && INVITED(me)) -> EXPIRE; WITNESS(53); forget_invitations(me); \
               check_node(me) } \
+  :: d_step { (RUNS(me) && FORGETTABLE(me)) -> forget_gone(me); check_node(me) } \
   GONE_REPORT(me) LEASE_AFTER_RELEASE(me)
+/* a pending grant or take whose partner finalized or crashed is forgotten (the code: its partner has had no
+ * route for a lease): nothing more comes from a node that finalized (it was not involved), and what a crashed
+ * one sent before is refused when it comes (on_stale) */
+#define PARTNER_OF_BIT(me, n) ((n) / ATTEMPTS == (me) -> bpart[me] : (n) / ATTEMPTS)
+#define FORGET_BIT(me, n) ((n) < N * ATTEMPTS && (broken[me] & BIT(n)) && \
+                           (GONE(PARTNER_OF_BIT(me, n)) || CRASHED(PARTNER_OF_BIT(me, n))))
+/* enabled only when it changes something: a step that changed nothing would let weak fairness (per process)
+ * be satisfied by it alone, starving the node's lease steps */
+#define FORGETTABLE(me) (FORGET_BIT(me, 0) || FORGET_BIT(me, 1) || FORGET_BIT(me, 2) || FORGET_BIT(me, 3) || \
+                         FORGET_BIT(me, 4) || FORGET_BIT(me, 5) || FORGET_BIT(me, 6) || FORGET_BIT(me, 7))
+inline forget_gone(me) {
+  m_j = 0;
+  do
+  :: m_j < N * ATTEMPTS ->
+     if :: FORGET_BIT(me, m_j) -> broken[me] = broken[me] & ~BIT(m_j) :: else -> skip fi;
+     m_j++
+  :: else -> break
+  od;
+  m_j = 0
+}
 #ifdef CRASH
+/* T, if it was still on its way (its state dropped with the crashed taker's inbox), is lost with the taker: the
+ * ghost moves to lost_lo/lost_hi, which the cover counts, so that the giver's next release does not overwrite it */
 #define GONE_REPORT(me) \
   :: d_step { (RUNS(me) && phase[me] == PH_GIVING && CRASHED(xpart[me])) -> \
+              if \
+              :: tr_lo[me] < tr_hi[me] -> assert(lost_lo[me] == lost_hi[me]); lost_lo[me] = tr_lo[me]; lost_hi[me] = tr_hi[me] \
+              :: else -> skip \
+              fi; \
+              tr_lo[me] = 0; tr_hi[me] = 0; \
               free_lock(me); phase[me] = PH_IDLE; xpart[me] = 0; check_node(me) }  /* no witness: CRASH with LEASE */
 #else
 #define GONE_REPORT(me)
@@ -1173,16 +1223,10 @@ proctype Final() {
        assert(tr_lo[m_i] == tr_hi[m_i]);
        invitation_open = INVITED(m_i); assert(!invitation_open);  /* decision 6: every lock_you_first answered */
 #ifdef LEASE
-       /* doc, decision 8: a pending grant or take ends with the partner's follow-up, so one is left at the end only
-        * if that partner finalized (it abandoned its attempt on a lease, then left): nothing can come from it */
-       m_k = 0;
-       do
-       :: m_k < N * ATTEMPTS ->
-          if :: (broken[m_i] & BIT(m_k)) -> m_n = m_k / ATTEMPTS; WITNESS(57); assert(GONE(m_n)) :: else -> skip fi;
-          m_k++
-       :: else -> break
-       od;
-       assert(!closing[m_i] || GONE(m_i) || PENDING(m_i));  /* every node that closed has finalized, or waits */
+       /* doc, decision 8: a pending grant or take ends with the partner's follow-up, or is forgotten once that
+        * partner finalized (forget_gone): none is left at the end, and every node that closed has finalized */
+       assert(!PENDING(m_i));
+       assert(!closing[m_i] || GONE(m_i));
 #else
        assert(!closing[m_i] || GONE(m_i));  /* every node that closed has finalized */
 #endif
