@@ -66,6 +66,9 @@ class Node::Impl {
   Config config_;
   std::string config_error_;
   std::atomic<bool> running_{false};
+  // leave() emptied this node, and the application has not assumed anything since: finalize leaves again if an
+  // interval came back meanwhile (a late state, docs/migration.md decision 8).
+  std::atomic<bool> left_{false};
   vp_t resource_name_ = 0;
   std::string local_port_;
   std::unique_ptr<progress_engine> progress_;

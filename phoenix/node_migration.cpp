@@ -30,6 +30,7 @@ std::error_code Node::Impl::assume(Interval s) {
     if (migration_involved()) return make_error_code(PH_ESTATE);
     if (!assume_now(s)) return make_error_code(PH_EOVERLAP);
     sync_migration_interval();
+    left_ = false;  // the application takes an interval up again: finalize keeps to what it is told
     return std::error_code{};
   });
 }
@@ -129,20 +130,27 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
   came_back();
   if (!running_) return make_error_code(PH_ESTATE);
   const auto deadline = clock::now() + std::max(timeout, std::chrono::milliseconds(0));
-  // An attempt of this node's own may still bring it an interval (a take whose call timed out): the interval
-  // is looked at once that has ended (spin-models BUG_CLOSE_WHILE_BUSY).
-  if (!drive_migration([&] { return !migration_->protocol().busy(); }, deadline))
-    return make_error_code(PH_ETIMEDOUT);
+  // An attempt of this node's own may still bring it an interval (a take whose call timed out), and so may
+  // the partner of a grant or take broken by a lease (a late state): the interval is looked at once neither
+  // can (spin-models BUG_CLOSE_WHILE_BUSY; docs/migration.md, decision 8).
+  const auto settled = [&] { return !migration_->protocol().busy() && migration_->protocol().pending() == 0; };
+  if (!drive_migration(settled, deadline)) return make_error_code(PH_ETIMEDOUT);
   auto i = current_interval();
   if (!i) return make_error_code(PH_ESTATE);
-  if (i->empty()) return {};
+  if (i->empty()) {
+    left_ = true;
+    return {};
+  }
   if (i->lo == 0 && i->hi == config_.space_size) return make_error_code(PH_ESTATE);
   migration::side side = i->lo > 0 ? migration::side::below : migration::side::above;
   std::chrono::milliseconds backoff = backoff_first;
   for (;;) {
     const auto o = one_attempt({migration::plan::action::give_all, side, 0}, deadline);
     i = current_interval();
-    if (!i || i->empty()) return {};
+    if (!i || i->empty()) {
+      left_ = true;
+      return {};
+    }
     if (o == migration::outcome::running || clock::now() >= deadline) return make_error_code(PH_ETIMEDOUT);
     // Alternate between the two neighbours while both exist: one of them may be busy for a while.
     const auto other = side == migration::side::below ? migration::side::above : migration::side::below;
@@ -187,12 +195,21 @@ bool Node::Impl::settle_migrations() {
   auto& protocol = migration_->protocol();
   for (;;) {
     drive_migration([&] { return !protocol.busy(); }, deadline);
+    bool leave_again = false;
     const bool closed = progress_->call([&] {
       if (protocol.busy() && clock::now() < deadline) return false;  // another thread began one meanwhile
+      // A node that left holds something again (a late state came after leave returned): it leaves again,
+      // as the model's CLOSE guard (empty and not busy, in one step) has it.
+      const auto i = protocol.current();  // holding the token already
+      if (left_ && i && !i->empty() && clock::now() < deadline) return !(leave_again = true);
       protocol.close();
       return true;
     });
     if (closed) break;
+    if (leave_again) {
+      logger()->warn("{}: an interval came back after leave; leaving again before finalizing", config_.name);
+      (void)leave(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()));
+    }
   }
   return drive_migration([&] { return !protocol.involved(); }, deadline);
 }
