@@ -424,6 +424,16 @@ bool lock_protocol::expects_state(vp_t from, interval t, std::uint64_t n) const 
 }
 
 state_verdict lock_protocol::state_complete(vp_t from, interval t, std::uint64_t n, effects& out) {
+  const bool taking_now = (transfer_ && transfer_->taker == self_ && transfer_->giver == from &&
+                           transfer_->attempt == n && transfer_->what == t && !transfer_->complete) ||
+                          granted(from, n);
+  if (taking_now && !acceptable(t)) {
+    // The paper's assertion, before anything is unpacked: not adjacent to this node's interval (a partner that
+    // planned on something else, or a forged state). Refused by the host; the lock stays until its lease.
+    logger()->error("{:x}: [{}, {}) from {:x} is not adjacent to [{}, {}); refused", self_, t.lo, t.hi, from,
+                    interval_.lo, interval_.hi);
+    return state_verdict::ignore;
+  }
   if (transfer_ && transfer_->attempt == n && transfer_->what == t && !transfer_->complete) {
     if (transfer_->taker == self_ && transfer_->giver == from) {
       transfer_->complete = true;
@@ -512,8 +522,8 @@ effects lock_protocol::declined(interval t, vp_t giver, std::uint64_t n) {
     if (initiator) end_attempt(outcome::failed);
   } else if (granted(giver, n)) {
     free_lock();
-  } else if (!end_pending(giver, n)) {
-    return {};
+  } else {
+    end_pending(giver, n);  // or nothing here expects it any more: done all the same, so the giver stops waiting
   }
   send(giver, kind::done, n, t);
   return take_effects();

@@ -138,7 +138,9 @@ bool migration_driver::take_back(const message& refuse) {
   });
   if (o == out_.end() || protocol_.releasing_to() != refuse.from) return false;
   logger()->warn("{}: {:x} refused [{}, {}): taking it back", name_, refuse.from, o->what.lo, o->what.hi);
-  in_.push_back(incoming{o->what, o->taker, o->attempt, o->state.size(), o->state.size(), std::move(o->state)});
+  const std::uint64_t chunks = (o->state.size() + chunk_bytes - 1) / chunk_bytes;
+  in_.push_back(incoming{o->what, o->taker, o->attempt, o->state.size(), o->state.size(), std::move(o->state),
+                         std::vector<bool>(chunks, true), true});
   out_.erase(o);
   complete(std::prev(in_.end()));
   return true;
@@ -147,6 +149,7 @@ bool migration_driver::take_back(const message& refuse) {
 void migration_driver::on_state_ack(const message& m) {
   for (auto& o : out_) {
     if (o.taker != m.from || o.what != m.span || o.attempt != m.attempt) continue;
+    if (m.number >= o.next) return;  // an ack of a chunk never sent
     o.acked = std::max(o.acked, m.number + 1);
     return send_chunks(o);
   }
@@ -161,34 +164,58 @@ std::list<migration_driver::incoming>::iterator migration_driver::find_incoming(
   });
 }
 
+void migration_driver::refuse_state(vp_t giver, interval t, std::uint64_t attempt) {
+  std::erase_if(early_chunks_, [&](const early_chunk& c) {
+    return c.giver == giver && c.what == t && c.attempt == attempt;
+  });
+  message refuse;
+  refuse.what = kind::refuse;
+  refuse.from = protocol_.self();
+  refuse.span = t;
+  refuse.attempt = attempt;
+  send_message(giver, refuse);
+}
+
+void migration_driver::drop_streams_from(vp_t from) {
+  for (auto it = in_.begin(); it != in_.end();) {
+    if (it->giver != from || it->ready) {
+      ++it;
+      continue;
+    }
+    logger()->warn("{}: dropping [{}, {}) from {:x}, {} of {} bytes here", name_, it->what.lo, it->what.hi, from,
+                   it->received, it->length);
+    if (!it->back) refuse_state(from, it->what, it->attempt);
+    it = in_.erase(it);
+  }
+  std::erase_if(early_chunks_, [&](const early_chunk& c) { return c.giver == from; });
+}
+
 // state_begin (a giver's) or give_back (a taker's, with the state that came after its lease).
 void migration_driver::on_stream_begin(const message& m) {
-  if (m.what == kind::state_begin && m.number == migration::declined_length) {
+  const bool back = m.what == kind::give_back;
+  if (!back && m.number == migration::declined_length) {
     logger()->warn("{}: {:x} could not pack the state of [{}, {}); nothing moves", name_, m.from, m.span.lo,
                    m.span.hi);
     apply(protocol_.declined(m.span, m.from, m.attempt));
     return;
   }
-  if (find_incoming(m.from, m.span, m.attempt) != in_.end()) {
-    logger()->error("{}: state for [{}, {}) from {:x} began twice; ignored", name_, m.span.lo, m.span.hi, m.from);
+  // One stream per attempt and partner: a grant or a pending record stands for one state.
+  if (std::any_of(in_.begin(), in_.end(),
+                  [&](const incoming& i) { return i.giver == m.from && i.attempt == m.attempt; })) {
+    logger()->error("{}: a second state for attempt {} from {:x}; ignored", name_, m.attempt, m.from);
     return;
   }
-  if (!protocol_.expects_state(m.from, m.span, m.attempt)) {
-    // Nothing here waits for it any more (a pending record forgotten, its partner long unreachable): refused,
-    // so that its giver takes it back rather than wait for a done that will not come.
-    logger()->warn("{}: state for [{}, {}) from {:x} not expected here; refused", name_, m.span.lo, m.span.hi,
-                   m.from);
-    if (m.what == kind::state_begin) {
-      message refuse;
-      refuse.what = kind::refuse;
-      refuse.from = protocol_.self();
-      refuse.span = m.span;
-      refuse.attempt = m.attempt;
-      send_message(m.from, refuse);
-    }
+  if (!protocol_.expects_state(m.from, m.span, m.attempt) || m.number > max_state_bytes) {
+    // Nothing here waits for it any more (a pending record forgotten, its partner long unreachable), or it is
+    // longer than any state taken here: refused, so that its giver takes it back rather than wait for a done
+    // that will not come.
+    logger()->warn("{}: state of {} bytes for [{}, {}) from {:x} not taken here; refused", name_, m.number,
+                   m.span.lo, m.span.hi, m.from);
+    if (!back) refuse_state(m.from, m.span, m.attempt);
     return;
   }
-  in_.push_back(incoming{m.span, m.from, m.attempt, m.number, 0, Bytes(m.number)});
+  const std::uint64_t chunks = (m.number + chunk_bytes - 1) / chunk_bytes;
+  in_.push_back(incoming{m.span, m.from, m.attempt, m.number, 0, {}, std::vector<bool>(chunks), back});
   const auto in = std::prev(in_.end());
   if (m.number == 0) return complete(in);
   const auto early = std::exchange(early_chunks_, {});
@@ -199,20 +226,25 @@ void migration_driver::on_stream_begin(const message& m) {
     }
     logger()->debug("{}: state chunk {} of [{}, {}) came before its state_begin", name_, c.index, c.what.lo,
                     c.what.hi);
-    if (take_chunk(in, c.index, c.bytes)) return;  // the last one: arrived
+    if (take_chunk(in, c.index, c.bytes)) return;  // the last one: arrived (or dropped)
   }
 }
 
 // The overlay keeps the order of one sender's packets only while their route stays the same (docs/overlay.md,
 // "Order"): after a link cut, a chunk may overtake the state_begin the cut held back. Such a chunk is kept
 // (at most window_chunks per stream: the giver sends no more before they are acknowledged) until its
-// state_begin comes.
+// state_begin comes, or until nothing expects it any more (tick).
 void migration_driver::on_state_chunk(const message& m) {
   const auto in = find_incoming(m.from, m.span, m.attempt);
   if (in != in_.end()) {
     take_chunk(in, m.number, m.chunk);
-  } else if (protocol_.expects_state(m.from, m.span, m.attempt) &&
-             early_chunks_.size() < 2 * window_chunks) {
+    return;
+  }
+  const auto same_stream = std::count_if(early_chunks_.begin(), early_chunks_.end(), [&](const early_chunk& c) {
+    return c.giver == m.from && c.what == m.span && c.attempt == m.attempt;
+  });
+  if (protocol_.expects_state(m.from, m.span, m.attempt) && same_stream < static_cast<long>(window_chunks) &&
+      m.chunk.size() <= chunk_bytes) {
     early_chunks_.push_back({m.span, m.from, m.attempt, m.number, Bytes(m.chunk.begin(), m.chunk.end())});
   } else {
     logger()->error("{}: state chunk {} for [{}, {}) from {:x} not expected here; ignored", name_, m.number,
@@ -220,17 +252,32 @@ void migration_driver::on_state_chunk(const message& m) {
   }
 }
 
+// Returns whether the stream ended here (complete, or dropped).
 bool migration_driver::take_chunk(std::list<incoming>::iterator in, std::uint64_t index,
                                   std::span<const std::byte> chunk) {
-  const std::uint64_t offset = index * chunk_bytes;
-  if (in->ready || offset + chunk.size() > in->length ||
-      (chunk.size() != chunk_bytes && offset + chunk.size() != in->length)) {
-    logger()->error("{}: state chunk {} from {:x} does not fit a state of {} bytes; ignored", name_, index,
-                    in->giver, in->length);
+  const std::uint64_t chunks = in->got.size();
+  const std::uint64_t expected =
+      index + 1 < chunks ? chunk_bytes : in->length - static_cast<std::uint64_t>(chunks - 1) * chunk_bytes;
+  if (in->ready || index >= chunks || chunk.size() != expected) {
+    logger()->error("{}: state chunk {} of {} bytes from {:x} does not fit a state of {} bytes; ignored", name_,
+                    index, chunk.size(), in->giver, in->length);
     return false;
   }
-  std::memcpy(in->state.data() + offset, chunk.data(), chunk.size());
-  in->received += chunk.size();
+  if (!in->got[index]) {
+    if (in->state.empty()) {
+      try {
+        in->state.resize(in->length);
+      } catch (const std::bad_alloc&) {
+        logger()->error("{}: no memory for a state of {} bytes from {:x}; refused", name_, in->length, in->giver);
+        if (!in->back) refuse_state(in->giver, in->what, in->attempt);
+        in_.erase(in);
+        return true;
+      }
+    }
+    std::memcpy(in->state.data() + index * chunk_bytes, chunk.data(), chunk.size());
+    in->got[index] = true;
+    in->received += chunk.size();
+  }
   message ack;
   ack.what = kind::state_ack;
   ack.from = protocol_.self();
@@ -244,7 +291,7 @@ bool migration_driver::take_chunk(std::list<incoming>::iterator in, std::uint64_
 }
 
 // All of a stream is here. The protocol decides: this node assumes it (or takes its own back), or it came
-// after its lease and goes back to its giver, or it belongs to nothing here.
+// after its lease and goes back to its giver, or it belongs to nothing here (refused: the giver takes it back).
 void migration_driver::complete(std::list<incoming>::iterator in) {
   migration::effects out;
   switch (protocol_.state_complete(in->giver, in->what, in->attempt, out)) {
@@ -255,8 +302,9 @@ void migration_driver::complete(std::list<incoming>::iterator in) {
       in_.erase(in);
       return;
     case migration::state_verdict::ignore:
-      logger()->error("{}: state for [{}, {}) from {:x} belongs to no transfer here; dropped", name_, in->what.lo,
-                      in->what.hi, in->giver);
+      logger()->error("{}: state for [{}, {}) from {:x} belongs to no transfer here; {}", name_, in->what.lo,
+                      in->what.hi, in->giver, in->back ? "dropped" : "refused");
+      if (!in->back) refuse_state(in->giver, in->what, in->attempt);
       in_.erase(in);
       return;
   }
@@ -295,7 +343,8 @@ void migration_driver::finish_arrival(std::list<incoming>::iterator in, bool unp
 void migration_driver::tick(std::chrono::steady_clock::time_point now) {
   protocol_.tick(now);
   // A pending grant or take whose partner has had no route for a lease: it finalized, or crashed, and sends
-  // nothing more; should it come back with the state after all, the state is refused and goes back to it.
+  // nothing more; should it come back with the state after all, the state is refused and goes back to it (a
+  // stream from it under way is dropped and refused the same way).
   std::map<vp_t, std::chrono::steady_clock::time_point> still;
   for (const vp_t p : protocol_.pending_partners()) {
     if (!ops_.reachable || ops_.reachable(p) || still.count(p)) continue;
@@ -305,9 +354,21 @@ void migration_driver::tick(std::chrono::steady_clock::time_point now) {
     logger()->info("{}: {:x} has had no route for {} ms; forgetting what may still come from it", name_, p,
                    leases_.lease.count());
     protocol_.forget_pending(p);
+    drop_streams_from(p);
     still.erase(p);
   }
   pending_unreachable_since_ = std::move(still);
+  // Streams and early chunks whose record ended otherwise (forgotten at max_pending, a partner given up).
+  for (auto it = in_.begin(); it != in_.end();) {
+    if (it->ready || protocol_.expects_state(it->giver, it->what, it->attempt)) {
+      ++it;
+      continue;
+    }
+    if (!it->back) refuse_state(it->giver, it->what, it->attempt);
+    it = in_.erase(it);
+  }
+  std::erase_if(early_chunks_,
+                [&](const early_chunk& c) { return !protocol_.expects_state(c.giver, c.what, c.attempt); });
   // A taker this node released an interval to, unreachable for gone_after: given up on (never on a timeout
   // alone while it is reachable: a slow taker would still assume what it was sent).
   const vp_t taker = protocol_.releasing_to();
@@ -347,7 +408,7 @@ void migration_driver::wait_for_handling(progress_engine& progress, interval t) 
 
 void migration_driver::on_packet(const overlay::packet& p) {
   const auto m = migration::decode(p.body);
-  if (!m) {
+  if (!m || m->from != p.source) {
     logger()->error("{}: malformed migration message from {:x}; ignored", name_, p.source);
     return;
   }

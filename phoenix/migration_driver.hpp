@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <algorithm>
 #include <functional>
 #include <list>
 #include <map>
@@ -42,6 +43,9 @@ class migration_driver {
  public:
   static constexpr std::size_t chunk_bytes = 256u << 10;
   static constexpr std::uint64_t window_chunks = 4;
+  // The largest state a node takes (a longer state_begin is refused): a peer with a granted lock or a pending
+  // record can make this node hold at most this much per such record, allocated as its first chunk arrives.
+  static constexpr std::uint64_t max_state_bytes = 4ull << 30;
 
   // What the driver does to its node; each is called holding the progress token.
   struct node_ops {
@@ -75,6 +79,10 @@ class migration_driver {
   // Leases and partners gone; the host calls it every lease / 4 or so.
   void tick(std::chrono::steady_clock::time_point now);
   std::chrono::milliseconds lease() const { return leases_.lease; }
+  // A state stream in or out is under way (a state given back included): a finalizing node waits for it.
+  bool streaming() const {
+    return !in_.empty() || std::any_of(out_.begin(), out_.end(), [](const outgoing& o) { return o.back; });
+  }
 
   // Set before migrating; without them no application state moves.
   void set_handlers(Node::PackFn pack, Node::UnpackFn unpack);
@@ -109,8 +117,10 @@ class migration_driver {
     std::uint64_t attempt = 0;
     std::uint64_t length = 0;
     std::uint64_t received = 0;
-    Bytes state;
-    bool ready = false;  // complete, and waits for its unpack step
+    Bytes state;               // allocated as the first chunk arrives
+    std::vector<bool> got;     // per chunk: arrived (a duplicate counts once)
+    bool back = false;         // a state given back to this node (give_back), not a giver's
+    bool ready = false;        // complete, and waits for its unpack step
   };
   struct early_chunk {  // a state_chunk that came before its state_begin
     migration::interval what;
@@ -141,6 +151,10 @@ class migration_driver {
   // Returns whether it was the last chunk (the stream is complete and was handled).
   bool take_chunk(std::list<incoming>::iterator in, std::uint64_t index, std::span<const std::byte> chunk);
   void complete(std::list<incoming>::iterator in);  // all of it is here: the protocol's verdict
+  // Tells the giver of a state this node will not take (refuse, with T): it takes T back.
+  void refuse_state(vp_t giver, migration::interval t, std::uint64_t attempt);
+  // Drops what is under way from `from`, refusing the states that were coming from it.
+  void drop_streams_from(vp_t from);
   void finish_arrival(std::list<incoming>::iterator in, bool unpacked);
   void give_now(migration::interval t, vp_t taker, std::uint64_t attempt);  // without state handlers
   // On the application thread, after the release of t and before its pack.

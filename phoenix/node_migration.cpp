@@ -211,7 +211,8 @@ bool Node::Impl::settle_migrations() {
       (void)leave(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()));
     }
   }
-  return drive_migration([&] { return !protocol.involved(); }, deadline);
+  // A state given back streams on after its record ended: the node stays until all of it is acknowledged.
+  return drive_migration([&] { return !protocol.involved() && !migration_->streaming(); }, deadline);
 }
 
 }  // namespace phoenix

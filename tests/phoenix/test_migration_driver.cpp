@@ -35,6 +35,7 @@ struct test_node {
   std::vector<Interval> assumed;
   std::vector<Bytes> unpacked;
   std::unique_ptr<migration_driver> driver;
+  bool pack_fails = false;
 };
 
 struct sent {
@@ -53,7 +54,8 @@ struct test_net {
     auto n = std::make_unique<test_node>();
     test_node* self = n.get();
     migration_driver::node_ops ops;
-    ops.send = [this](phoenix::overlay::packet p) {
+    ops.send = [this, name](phoenix::overlay::packet p) {
+      p.source = name;  // as the overlay's send does
       const auto m = migration::decode(p.body);
       REQUIRE(m);
       in_flight.push_back({p.dest, std::move(p), m->what});
@@ -78,7 +80,10 @@ struct test_net {
     n->driver->protocol().set_interval(owns);
     // pack: state_bytes bytes of a pattern that depends on the interval, so the taker can tell what it got.
     n->driver->set_handlers(
-        [state_bytes](Interval i) -> std::optional<Bytes> { return pattern(state_bytes, i.lo); },
+        [state_bytes, self](Interval i) -> std::optional<Bytes> {
+          if (self->pack_fails) return std::nullopt;
+          return pattern(state_bytes, i.lo);
+        },
         [self](Interval, std::span<const std::byte> d) {
           self->unpacked.emplace_back(d.begin(), d.end());
           return true;
@@ -191,7 +196,7 @@ void expire(test_node& n, std::chrono::milliseconds lease) {
 // Decision 8: the taker's lease ends while the state is on its way (the giver was slow). The state is assumed
 // when it comes all the same, and its done frees the giver's lock: nothing is dropped, nothing assumed twice.
 TEST_CASE("migration driver: a state that comes after the taker's lease is assumed late or given back, never dropped") {
-  const std::size_t bytes = migration_driver::chunk_bytes + 10;
+  const std::size_t bytes = 6 * migration_driver::chunk_bytes + 10;  // more than one window each way
   for (const bool taker_closes : {false, true}) {
     CAPTURE(taker_closes);
     test_net net;
@@ -208,6 +213,13 @@ TEST_CASE("migration driver: a state that comes after the taker's lease is assum
       CHECK(taker->driver->protocol().involved());  // a state may still come: finalize waits for it
       if (taker_closes) taker->driver->protocol().close();  // it cannot take it any more: it goes back
     });
+    if (taker_closes) {  // the state given back keeps a finalizing taker here until all of it is acknowledged
+      deliver_until(net, [](const sent& s) { return s.what == kind::give_back; });
+      taker->progress.call([&] {
+        CHECK_FALSE(taker->driver->protocol().involved());
+        CHECK(taker->driver->streaming());
+      });
+    }
     net.run([](const sent&) { return false; });
     if (!taker_closes) {
       REQUIRE(taker->unpacked.size() == 1);
@@ -295,4 +307,73 @@ TEST_CASE("migration driver: a giver frees its lock once its taker has been unre
     CHECK_FALSE(giver->driver->protocol().involved());
     CHECK(giver->driver->protocol().current() == migration::interval{0, 50});  // [50, 100) went with the taker
   });
+}
+
+// A pending take forgotten (its giver had no route for a lease) while the state was streaming: the stream is
+// dropped and refused, and the giver takes the interval back once it hears of it; nobody is left waiting.
+TEST_CASE("migration driver: a stream whose pending record is forgotten mid-way is refused, and its giver takes it back") {
+  const std::size_t bytes = 6 * migration_driver::chunk_bytes;
+  test_net net;
+  auto [giver, taker] = take_half_below(net, bytes);
+  deliver_until(net, [](const sent& s) { return s.what == kind::state_ack; });  // part of the state is here
+  const auto g = giver->driver->protocol().self();
+  const auto t0 = std::chrono::steady_clock::now();
+  net.unreachable.insert(g);
+  taker->progress.call([&] {
+    taker->driver->tick(t0);
+    taker->driver->tick(t0 + net.leases.lease);  // the take's lease: a pending take
+    taker->driver->tick(t0 + 2 * net.leases.lease);  // the giver unreachable for a lease: forgotten
+    CHECK(taker->driver->protocol().pending() == 0);
+    CHECK_FALSE(taker->driver->streaming());
+  });
+  net.unreachable.clear();
+  net.run([](const sent&) { return false; });
+  CHECK(taker->unpacked.empty());
+  CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
+  REQUIRE(giver->unpacked.size() == 1);
+  CHECK(giver->unpacked[0] == pattern(bytes, 50));
+  for (auto* n : {giver.get(), taker.get()})
+    n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+}
+
+// The giver's pack fails after the taker forgot its pending take: the decline is answered with done all the
+// same, so the giver, which took its interval back, does not wait for good.
+TEST_CASE("migration driver: a decline that reaches a taker which forgot its take still frees the giver") {
+  test_net net;
+  auto [giver, taker] = take_half_below(net, 100);
+  giver->pack_fails = true;
+  deliver_until(net, [](const sent& s) { return s.what == kind::state_begin; });  // the decline, on its way
+  expire(*taker, net.leases.lease);
+  taker->progress.call([&] {
+    taker->driver->protocol().forget_pending(giver->driver->protocol().self());
+    CHECK_FALSE(taker->driver->protocol().involved());
+  });
+  net.run([](const sent&) { return false; });
+  CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
+  for (auto* n : {giver.get(), taker.get()})
+    n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+}
+
+// A chunk whose index would put it past the end of the state (the offset wraps around 2^64) is refused, as
+// are duplicates; the real stream still arrives whole and intact.
+TEST_CASE("migration driver: a forged chunk index outside the state is refused, and the transfer completes intact") {
+  const std::size_t bytes = 2 * migration_driver::chunk_bytes;
+  test_net net;
+  auto [giver, taker] = take_half_below(net, bytes);
+  deliver_until(net, [](const sent& s) { return s.what == kind::state_chunk; });  // state_begin taken
+  const auto& first = net.in_flight.front();
+  auto forged = migration::decode(first.pkt.body);
+  REQUIRE(forged);
+  net.deliver(first);  // a duplicate of the first real chunk: counted once
+  const Bytes junk(migration_driver::chunk_bytes, std::byte{0x41});
+  for (const std::uint64_t index : {(1ull << 46) - 1, 2ull, ~0ull}) {
+    forged->number = index;
+    forged->chunk = junk;
+    phoenix::overlay::packet p = first.pkt;
+    p.body = migration::encode(*forged);
+    net.deliver({first.dest, std::move(p), kind::state_chunk});
+  }
+  net.run([](const sent&) { return false; });
+  REQUIRE(taker->unpacked.size() == 1);
+  CHECK(taker->unpacked[0] == pattern(bytes, 50));
 }
