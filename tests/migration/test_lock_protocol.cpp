@@ -538,7 +538,7 @@ void random_runs(bool leases) {
   CHECK(total_finalized > 100);
   CHECK(total_moves > total_attempts / 10);  // the runs do move state, not only fail
   if (leases) {
-    CHECK(total_broken > 300);
+    CHECK(total_broken > seeds);  // about two per seed here (900 of 400, 212 of 100 in sanitized builds)
     CHECK(total_given_back > 0);
   }
 }
