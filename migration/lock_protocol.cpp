@@ -419,15 +419,9 @@ std::optional<effects> lock_protocol::arrived(interval t, vp_t giver) {
                     interval_.lo, interval_.hi);
     return std::nullopt;
   }
-  if (!transfer_ || transfer_->what != t) {
-    // A host that skipped state_complete: the transfer is the one this lock stands for.
-    effects ignored;
-    if (!transfer_ && granted(giver, grant_attempt_)) {
-      (void)state_complete(giver, t, grant_attempt_, ignored);
-    } else if (!transfer_ || transfer_->what != t) {
-      logger()->error("{:x}: [{}, {}) from {:x} arrived for no transfer; ignored", self_, t.lo, t.hi, giver);
-      return std::nullopt;
-    }
+  if (!transfer_ || transfer_->what != t) {  // state_complete did not answer unpack for it
+    logger()->error("{:x}: [{}, {}) from {:x} arrived for no transfer; ignored", self_, t.lo, t.hi, giver);
+    return std::nullopt;
   }
   absorb(t);
   const transfer tr = *transfer_;

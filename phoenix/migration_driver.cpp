@@ -114,7 +114,8 @@ void migration_driver::send_chunks(outgoing& o) {
   const std::uint64_t chunks = (o.state.size() + chunk_bytes - 1) / chunk_bytes;
   while (o.next < chunks && o.next - o.acked < window_chunks) {
     const std::uint64_t offset = o.next * chunk_bytes;
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, o.state.size() - offset));
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, o.state.size() - offset));
     message m;
     m.what = kind::state_chunk;
     m.from = protocol_.self();
@@ -158,16 +159,15 @@ void migration_driver::on_state_ack(const message& m) {
 // --- the taker ----------------------------------------------------------------------------------------------
 
 std::list<migration_driver::incoming>::iterator migration_driver::find_incoming(vp_t from, interval t,
-                                                                               std::uint64_t attempt) {
+                                                                                std::uint64_t attempt) {
   return std::find_if(in_.begin(), in_.end(), [&](const incoming& i) {
     return i.giver == from && i.what == t && i.attempt == attempt;
   });
 }
 
 void migration_driver::refuse_state(vp_t giver, interval t, std::uint64_t attempt) {
-  std::erase_if(early_chunks_, [&](const early_chunk& c) {
-    return c.giver == giver && c.what == t && c.attempt == attempt;
-  });
+  std::erase_if(early_chunks_,
+                [&](const early_chunk& c) { return c.giver == giver && c.what == t && c.attempt == attempt; });
   message refuse;
   refuse.what = kind::refuse;
   refuse.from = protocol_.self();
@@ -176,41 +176,30 @@ void migration_driver::refuse_state(vp_t giver, interval t, std::uint64_t attemp
   send_message(giver, refuse);
 }
 
-void migration_driver::drop_streams_from(vp_t from) {
-  for (auto it = in_.begin(); it != in_.end();) {
-    if (it->giver != from || it->ready) {
-      ++it;
-      continue;
-    }
-    logger()->warn("{}: dropping [{}, {}) from {:x}, {} of {} bytes here", name_, it->what.lo, it->what.hi, from,
-                   it->received, it->length);
-    if (!it->back) refuse_state(from, it->what, it->attempt);
-    it = in_.erase(it);
-  }
-  std::erase_if(early_chunks_, [&](const early_chunk& c) { return c.giver == from; });
-}
-
 // state_begin (a giver's) or give_back (a taker's, with the state that came after its lease).
 void migration_driver::on_stream_begin(const message& m) {
   const bool back = m.what == kind::give_back;
   if (!back && m.number == migration::declined_length) {
-    logger()->warn("{}: {:x} could not pack the state of [{}, {}); nothing moves", name_, m.from, m.span.lo,
-                   m.span.hi);
+    logger()->log(peer_line(spdlog::level::warn),
+                  "{}: {:x} could not pack the state of [{}, {}); nothing moves", name_, m.from, m.span.lo,
+                  m.span.hi);
     apply(protocol_.declined(m.span, m.from, m.attempt));
     return;
   }
   // One stream per attempt and partner: a grant or a pending record stands for one state.
   if (std::any_of(in_.begin(), in_.end(),
                   [&](const incoming& i) { return i.giver == m.from && i.attempt == m.attempt; })) {
-    logger()->error("{}: a second state for attempt {} from {:x}; ignored", name_, m.attempt, m.from);
+    logger()->log(peer_line(spdlog::level::err), "{}: a second state for attempt {} from {:x}; ignored", name_,
+                  m.attempt, m.from);
     return;
   }
   if (!protocol_.expects_state(m.from, m.span, m.attempt) || m.number > max_state_bytes) {
     // Nothing here waits for it any more (a pending record forgotten, its partner long unreachable), or it is
     // longer than any state taken here: refused, so that its giver takes it back rather than wait for a done
     // that will not come.
-    logger()->warn("{}: state of {} bytes for [{}, {}) from {:x} not taken here; refused", name_, m.number,
-                   m.span.lo, m.span.hi, m.from);
+    logger()->log(peer_line(spdlog::level::warn),
+                  "{}: state of {} bytes for [{}, {}) from {:x} not taken here; refused", name_, m.number,
+                  m.span.lo, m.span.hi, m.from);
     if (!back) refuse_state(m.from, m.span, m.attempt);
     return;
   }
@@ -247,8 +236,9 @@ void migration_driver::on_state_chunk(const message& m) {
       m.chunk.size() <= chunk_bytes) {
     early_chunks_.push_back({m.span, m.from, m.attempt, m.number, Bytes(m.chunk.begin(), m.chunk.end())});
   } else {
-    logger()->error("{}: state chunk {} for [{}, {}) from {:x} not expected here; ignored", name_, m.number,
-                    m.span.lo, m.span.hi, m.from);
+    logger()->log(peer_line(spdlog::level::err),
+                  "{}: state chunk {} for [{}, {}) from {:x} not expected here; ignored", name_, m.number,
+                  m.span.lo, m.span.hi, m.from);
   }
 }
 
@@ -259,8 +249,9 @@ bool migration_driver::take_chunk(std::list<incoming>::iterator in, std::uint64_
   const std::uint64_t expected =
       index + 1 < chunks ? chunk_bytes : in->length - static_cast<std::uint64_t>(chunks - 1) * chunk_bytes;
   if (in->ready || index >= chunks || chunk.size() != expected) {
-    logger()->error("{}: state chunk {} of {} bytes from {:x} does not fit a state of {} bytes; ignored", name_,
-                    index, chunk.size(), in->giver, in->length);
+    logger()->log(peer_line(spdlog::level::err),
+                  "{}: state chunk {} of {} bytes from {:x} does not fit a state of {} bytes; ignored", name_,
+                  index, chunk.size(), in->giver, in->length);
     return false;
   }
   if (!in->got[index]) {
@@ -268,7 +259,8 @@ bool migration_driver::take_chunk(std::list<incoming>::iterator in, std::uint64_
       try {
         in->state.resize(in->length);
       } catch (const std::bad_alloc&) {
-        logger()->error("{}: no memory for a state of {} bytes from {:x}; refused", name_, in->length, in->giver);
+        logger()->error("{}: no memory for a state of {} bytes from {:x}; refused", name_, in->length,
+                        in->giver);
         if (!in->back) refuse_state(in->giver, in->what, in->attempt);
         in_.erase(in);
         return true;
@@ -302,8 +294,9 @@ void migration_driver::complete(std::list<incoming>::iterator in) {
       in_.erase(in);
       return;
     case migration::state_verdict::ignore:
-      logger()->error("{}: state for [{}, {}) from {:x} belongs to no transfer here; {}", name_, in->what.lo,
-                      in->what.hi, in->giver, in->back ? "dropped" : "refused");
+      logger()->log(peer_line(spdlog::level::err),
+                    "{}: state for [{}, {}) from {:x} belongs to no transfer here; {}", name_, in->what.lo,
+                    in->what.hi, in->giver, in->back ? "dropped" : "refused");
       if (!in->back) refuse_state(in->giver, in->what, in->attempt);
       in_.erase(in);
       return;
@@ -342,48 +335,50 @@ void migration_driver::finish_arrival(std::list<incoming>::iterator in, bool unp
 
 void migration_driver::tick(std::chrono::steady_clock::time_point now) {
   protocol_.tick(now);
-  // A pending grant or take whose partner has had no route for a lease: it finalized, or crashed, and sends
-  // nothing more; should it come back with the state after all, the state is refused and goes back to it (a
-  // stream from it under way is dropped and refused the same way).
+  // Since when each partner this node waits on (pending records' partners, the taker of a released interval)
+  // has had no route; a partner reachable again, or no longer waited on, starts afresh.
   std::map<vp_t, std::chrono::steady_clock::time_point> still;
+  const auto unreachable_for = [&](vp_t p) -> std::optional<std::chrono::steady_clock::duration> {
+    if (!ops_.reachable || ops_.reachable(p)) return std::nullopt;
+    const auto before = unreachable_since_.find(p);
+    const auto since = still.try_emplace(p, before == unreachable_since_.end() ? now : before->second).first;
+    return now - since->second;
+  };
+  // A pending grant or take whose partner has had no route for a lease: it finalized, or crashed, and sends
+  // nothing more; should it come back with the state after all, the state is refused and goes back to it.
   for (const vp_t p : protocol_.pending_partners()) {
-    if (!ops_.reachable || ops_.reachable(p) || still.count(p)) continue;
-    const auto it = pending_unreachable_since_.find(p);
-    still[p] = it == pending_unreachable_since_.end() ? now : it->second;
-    if (now - still[p] < leases_.lease) continue;
+    const auto gone = unreachable_for(p);
+    if (!gone || *gone < leases_.lease) continue;
     logger()->info("{}: {:x} has had no route for {} ms; forgetting what may still come from it", name_, p,
                    leases_.lease.count());
     protocol_.forget_pending(p);
-    drop_streams_from(p);
-    still.erase(p);
   }
-  pending_unreachable_since_ = std::move(still);
-  // Streams and early chunks whose record ended otherwise (forgotten at max_pending, a partner given up).
-  for (auto it = in_.begin(); it != in_.end();) {
-    if (it->ready || protocol_.expects_state(it->giver, it->what, it->attempt)) {
-      ++it;
-      continue;
-    }
-    if (!it->back) refuse_state(it->giver, it->what, it->attempt);
-    it = in_.erase(it);
-  }
-  std::erase_if(early_chunks_,
-                [&](const early_chunk& c) { return !protocol_.expects_state(c.giver, c.what, c.attempt); });
   // A taker this node released an interval to, unreachable for gone_after: given up on (never on a timeout
   // alone while it is reachable: a slow taker would still assume what it was sent).
-  const vp_t taker = protocol_.releasing_to();
-  if (taker == 0 || !ops_.reachable || ops_.reachable(taker)) {
-    unreachable_since_.reset();
-    return;
+  if (const vp_t taker = protocol_.releasing_to(); taker != 0) {
+    const auto gone = unreachable_for(taker);
+    if (gone && *gone >= leases_.gone_after) {
+      if (const auto lost = protocol_.partner_gone(taker)) {
+        logger()->error(
+            "{}: {:x} has been unreachable for {} ms with [{}, {}) on its way to it: lost with it "
+            "unless it comes back",
+            name_, taker, leases_.gone_after.count(), lost->lo, lost->hi);
+      }
+      std::erase_if(out_, [&](const outgoing& o) { return o.taker == taker; });
+    }
   }
-  if (!unreachable_since_ || unreachable_since_->first != taker) unreachable_since_.emplace(taker, now);
-  if (now - unreachable_since_->second < leases_.gone_after) return;
-  unreachable_since_.reset();
-  if (const auto lost = protocol_.partner_gone(taker)) {
-    logger()->error("{}: {:x} has been unreachable for {} ms with [{}, {}) on its way to it: lost with it unless "
-                    "it comes back", name_, taker, leases_.gone_after.count(), lost->lo, lost->hi);
-  }
-  std::erase_if(out_, [&](const outgoing& o) { return o.taker == taker; });
+  unreachable_since_ = std::move(still);
+  // Streams and early chunks whose record ended (forgotten above or at max_pending, a partner given up): the
+  // states coming are refused, so that their givers take them back.
+  std::erase_if(in_, [&](const incoming& in) {
+    if (in.ready || protocol_.expects_state(in.giver, in.what, in.attempt)) return false;
+    logger()->warn("{}: dropping [{}, {}) from {:x}, {} of {} bytes here", name_, in.what.lo, in.what.hi,
+                   in.giver, in.received, in.length);
+    if (!in.back) refuse_state(in.giver, in.what, in.attempt);
+    return true;
+  });
+  std::erase_if(early_chunks_,
+                [&](const early_chunk& c) { return !protocol_.expects_state(c.giver, c.what, c.attempt); });
 }
 
 // Messages for t that another application thread received before the release may still be in its hands: their
@@ -394,8 +389,9 @@ void migration_driver::wait_for_handling(progress_engine& progress, interval t) 
   const auto deadline = clock::now() + handling_wait;
   while (ops_.handling(t)) {
     if (clock::now() >= deadline) {
-      logger()->warn("{}: an application thread still handles a message for [{}, {}) after {} s; packing anyway",
-                     name_, t.lo, t.hi, handling_wait.count());
+      logger()->warn(
+          "{}: an application thread still handles a message for [{}, {}) after {} s; packing anyway", name_,
+          t.lo, t.hi, handling_wait.count());
       return;
     }
     // In short slices: a thread coming back wakes nothing here.
@@ -404,12 +400,24 @@ void migration_driver::wait_for_handling(progress_engine& progress, interval t) 
   }
 }
 
+// Lines a peer can set off at will go through peer_log_ (base/log_budget.hpp); past it they are debug lines.
+spdlog::level::level_enum migration_driver::peer_line(spdlog::level::level_enum wanted) {
+  const auto held_back = peer_log_.pass(std::chrono::steady_clock::now());
+  if (!held_back) return spdlog::level::debug;
+  if (*held_back > 0) {
+    logger()->warn("{}: {} more lines on peers' migration messages held back since the last one", name_,
+                   *held_back);
+  }
+  return wanted;
+}
+
 // --- dispatch -----------------------------------------------------------------------------------------------
 
 void migration_driver::on_packet(const overlay::packet& p) {
   const auto m = migration::decode(p.body);
   if (!m || m->from != p.source) {
-    logger()->error("{}: malformed migration message from {:x}; ignored", name_, p.source);
+    logger()->log(peer_line(spdlog::level::err), "{}: malformed migration message from {:x}; ignored", name_,
+                  p.source);
     return;
   }
   switch (m->what) {

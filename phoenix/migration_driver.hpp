@@ -17,10 +17,10 @@
 // Threads: everything but run_pending() must be called holding the node's progress token.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
-#include <algorithm>
 #include <functional>
 #include <list>
 #include <map>
@@ -32,8 +32,10 @@
 #include <string>
 #include <vector>
 
+#include "base/log_budget.hpp"
 #include "migration/lock_protocol.hpp"
 #include "overlay/packet.hpp"
+#include "phoenix/log.hpp"
 
 namespace phoenix {
 
@@ -117,10 +119,10 @@ class migration_driver {
     std::uint64_t attempt = 0;
     std::uint64_t length = 0;
     std::uint64_t received = 0;
-    Bytes state;               // allocated as the first chunk arrives
-    std::vector<bool> got;     // per chunk: arrived (a duplicate counts once)
-    bool back = false;         // a state given back to this node (give_back), not a giver's
-    bool ready = false;        // complete, and waits for its unpack step
+    Bytes state;            // allocated as the first chunk arrives
+    std::vector<bool> got;  // per chunk: arrived (a duplicate counts once)
+    bool back = false;      // a state given back to this node (give_back), not a giver's
+    bool ready = false;     // complete, and waits for its unpack step
   };
   struct early_chunk {  // a state_chunk that came before its state_begin
     migration::interval what;
@@ -153,8 +155,6 @@ class migration_driver {
   void complete(std::list<incoming>::iterator in);  // all of it is here: the protocol's verdict
   // Tells the giver of a state this node will not take (refuse, with T): it takes T back.
   void refuse_state(vp_t giver, migration::interval t, std::uint64_t attempt);
-  // Drops what is under way from `from`, refusing the states that were coming from it.
-  void drop_streams_from(vp_t from);
   void finish_arrival(std::list<incoming>::iterator in, bool unpacked);
   void give_now(migration::interval t, vp_t taker, std::uint64_t attempt);  // without state handlers
   // On the application thread, after the release of t and before its pack.
@@ -174,10 +174,13 @@ class migration_driver {
   std::list<outgoing> out_;
   std::list<incoming> in_;
   std::vector<early_chunk> early_chunks_;
-  std::optional<std::pair<vp_t, std::chrono::steady_clock::time_point>> unreachable_since_;  // releasing_to()
-  std::map<vp_t, std::chrono::steady_clock::time_point> pending_unreachable_since_;  // pending partners
+  // Partners this node waits on that have no route, and since when (tick).
+  std::map<vp_t, std::chrono::steady_clock::time_point> unreachable_since_;
 
   void queue_step(const step& s);
+  // The level for a line a peer can cause: `wanted` within peer_log_, debug past it.
+  spdlog::level::level_enum peer_line(spdlog::level::level_enum wanted);
+  base::log_budget peer_log_{std::chrono::seconds(10), 5};
 
   std::mutex steps_mu_;  // steps_ is filled on the I/O context and drained by application threads
   std::deque<step> steps_;

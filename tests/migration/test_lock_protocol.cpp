@@ -224,6 +224,10 @@ TEST_CASE("migration: each step returns what the host must do, in order, and doe
   CHECK(give.front().m.span == interval{50, 60});
   CHECK(high.current() == interval{50, 100});  // until the host releases it
   high.released(interval{50, 60});
+  // The whole state is here: the taker's verdict, then its arrival.
+  effects none;
+  CHECK(low.state_complete(high.self(), interval{50, 60}, give.front().m.attempt, none) == state_verdict::unpack);
+  CHECK(none.empty());
   const auto done = low.arrived(interval{50, 60}, high.self());
   REQUIRE(done);
   REQUIRE(done->size() == 1);

@@ -191,6 +191,13 @@ void expire(test_node& n, std::chrono::milliseconds lease) {
   });
 }
 
+// The end of a transfer that moved nothing: both intervals as take_half_below left them, neither node involved.
+void check_nothing_moved(test_node& giver, test_node& taker) {
+  CHECK(giver.driver->protocol().current() == migration::interval{0, 100});
+  CHECK(taker.driver->protocol().current() == migration::interval{100, 200});
+  for (auto* n : {&giver, &taker}) n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+}
+
 }  // namespace
 
 // Decision 8: the taker's lease ends while the state is on its way (the giver was slow). The state is assumed
@@ -256,10 +263,7 @@ TEST_CASE("migration driver: a state nobody expects any more is refused, and its
   CHECK(taker->unpacked.empty());
   REQUIRE(giver->unpacked.size() == 1);
   CHECK(giver->unpacked[0] == pattern(bytes, 50));
-  CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
-  CHECK(taker->driver->protocol().current() == migration::interval{100, 200});
-  for (auto* n : {giver.get(), taker.get()})
-    n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+  check_nothing_moved(*giver, *taker);
 }
 
 // A lock granted to an initiator that then crashed (its give_request never comes) is free after the lease; if
@@ -277,11 +281,8 @@ TEST_CASE("migration driver: a lock granted to a partner that stopped answering 
   net.run([](const sent&) { return false; });  // the slow initiator's give_request: refused
   CHECK(giver->unpacked.empty());
   CHECK(taker->unpacked.empty());
-  CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
-  CHECK(taker->driver->protocol().current() == migration::interval{100, 200});
   CHECK(taker->driver->protocol().last_outcome() == migration::outcome::failed);
-  for (auto* n : {giver.get(), taker.get()})
-    n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+  check_nothing_moved(*giver, *taker);
 }
 
 // After the release nothing is broken by time: only a taker unreachable for gone_after frees the giver's lock,
@@ -329,11 +330,9 @@ TEST_CASE("migration driver: a stream whose pending record is forgotten mid-way 
   net.unreachable.clear();
   net.run([](const sent&) { return false; });
   CHECK(taker->unpacked.empty());
-  CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
   REQUIRE(giver->unpacked.size() == 1);
   CHECK(giver->unpacked[0] == pattern(bytes, 50));
-  for (auto* n : {giver.get(), taker.get()})
-    n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+  check_nothing_moved(*giver, *taker);
 }
 
 // The giver's pack fails after the taker forgot its pending take: the decline is answered with done all the
@@ -349,9 +348,7 @@ TEST_CASE("migration driver: a decline that reaches a taker which forgot its tak
     CHECK_FALSE(taker->driver->protocol().involved());
   });
   net.run([](const sent&) { return false; });
-  CHECK(giver->driver->protocol().current() == migration::interval{0, 100});
-  for (auto* n : {giver.get(), taker.get()})
-    n->progress.call([&] { CHECK_FALSE(n->driver->protocol().involved()); });
+  check_nothing_moved(*giver, *taker);
 }
 
 // A chunk whose index would put it past the end of the state (the offset wraps around 2^64) is refused, as
