@@ -7,21 +7,27 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
-
 #include <phoenix/bytes.hpp>
+#include <vector>
 
 namespace phoenix::overlay {
 
 using node_id = std::uint64_t;  // a resource name
 
 struct packet {
+  static constexpr std::uint8_t handed_over = 1;  // flags: delivered once already, by the owner before this one
+
   std::uint64_t dest = 0;
   node_id source = 0;
   std::int32_t tag = 0;
   std::uint8_t hops_left = 0;
   phoenix::Bytes body;
   node_id arrived_from = 0;  // the neighbour it came from, 0 if it started here (bookkeeping, not on the wire)
+  std::uint8_t flags = 0;
+  // End-to-end numbering of a packet to a virtual node (delivery/send_streams.hpp); 0 for one to a resource
+  // name.
+  std::uint64_t stream_seq = 0;
+  std::uint64_t stream_prev = 0;
 
   // Bytes this packet holds in memory, for the bounds on waiting messages and link windows.
   static std::size_t footprint_of(std::size_t body_bytes) { return body_bytes + sizeof(packet); }

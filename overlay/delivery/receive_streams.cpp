@@ -1,0 +1,146 @@
+#include "overlay/delivery/receive_streams.hpp"
+
+#include <algorithm>
+
+namespace phoenix::overlay {
+
+receive_streams::result receive_streams::check(const packet& p, clock::time_point now) {
+  // Not numbered (to a resource name), or handed over by the previous owner, which delivered it already.
+  if (p.stream_seq == 0 || (p.flags & packet::handed_over)) return {verdict::deliver};
+  if (p.stream_prev >= p.stream_seq) return {verdict::malformed};
+  const key k{p.source, p.dest};
+  stream& s = find_or_add(k, now);
+  s.seen = now;
+  if (p.stream_seq <= s.last) return {verdict::duplicate};
+  if (p.stream_prev > s.last) return {verdict::hold};
+  s.last = p.stream_seq;
+  return {verdict::deliver, owe(k, s, p.footprint())};
+}
+
+bool receive_streams::hold(packet p) {
+  const auto it = streams_.find(key{p.source, p.dest});
+  if (it == streams_.end() || held_bytes_ + p.footprint() > limits_.max_held_bytes) return false;
+  const std::uint64_t bytes = p.footprint();
+  if (it->second.held.try_emplace(p.stream_seq, std::move(p)).second) held_bytes_ += bytes;
+  return true;  // a second copy of a held packet is dropped: the first stands for it
+}
+
+std::optional<packet> receive_streams::next_held(node_id source, std::uint64_t vnode) {
+  const key k{source, vnode};
+  const auto it = streams_.find(k);
+  if (it == streams_.end()) return std::nullopt;
+  stream& s = it->second;
+  while (!s.held.empty() && s.held.begin()->first <= s.last) {  // delivered meanwhile by another copy
+    held_bytes_ -= s.held.begin()->second.footprint();
+    s.held.erase(s.held.begin());
+  }
+  if (s.held.empty() || s.held.begin()->second.stream_prev > s.last) return std::nullopt;
+  packet p = std::move(s.held.begin()->second);
+  s.held.erase(s.held.begin());
+  held_bytes_ -= p.footprint();
+  s.last = p.stream_seq;
+  owe(k, s, p.footprint());
+  return p;
+}
+
+std::vector<node_id> receive_streams::owing() const {
+  std::vector<node_id> out;
+  out.reserve(owed_.size());
+  for (const auto& [source, d] : owed_) out.push_back(source);
+  return out;
+}
+
+std::vector<stream_ack> receive_streams::take_acks(node_id source) {
+  const auto d = owed_.find(source);
+  if (d == owed_.end()) return {};
+  std::vector<stream_ack> acks = std::move(d->second.left);
+  for (const std::uint64_t vnode : d->second.vnodes) {
+    const auto it = streams_.find(key{source, vnode});
+    if (it == streams_.end() || !it->second.owed) continue;
+    it->second.owed = false;
+    acks.push_back({vnode, it->second.last});
+  }
+  owed_.erase(d);
+  return acks;
+}
+
+std::pair<std::vector<stream_state>, std::vector<packet>> receive_streams::take_interval(std::uint64_t lo,
+                                                                                         std::uint64_t hi) {
+  std::vector<stream_state> states;
+  std::vector<packet> held;
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    const auto& [source, vnode] = it->first;
+    stream& s = it->second;
+    if (vnode < lo || vnode >= hi) {
+      ++it;
+      continue;
+    }
+    states.push_back({source, vnode, s.last});
+    for (auto& [seq, p] : s.held) {
+      held_bytes_ -= p.footprint();
+      held.push_back(std::move(p));
+    }
+    if (s.owed) owed_[source].left.push_back({vnode, s.last});  // what this node delivered, it acknowledges
+    it = streams_.erase(it);
+  }
+  std::sort(held.begin(), held.end(),
+            [](const packet& a, const packet& b) { return a.stream_seq < b.stream_seq; });
+  return {std::move(states), std::move(held)};
+}
+
+void receive_streams::adopt(const std::vector<stream_state>& states, clock::time_point now) {
+  for (const stream_state& st : states) {
+    const key k{st.source, st.vnode};
+    stream& s = find_or_add(k, now);
+    s.last = std::max(s.last, st.last);
+    s.seen = now;
+    owe(k, s, 0);
+  }
+}
+
+std::size_t receive_streams::expire(clock::time_point now) {
+  return std::erase_if(streams_, [&](const auto& entry) {
+    const stream& s = entry.second;
+    return !s.owed && s.held.empty() && now - s.seen >= limits_.idle;
+  });
+}
+
+std::optional<std::uint64_t> receive_streams::last(node_id source, std::uint64_t vnode) const {
+  const auto it = streams_.find(key{source, vnode});
+  if (it == streams_.end()) return std::nullopt;
+  return it->second.last;
+}
+
+receive_streams::stream& receive_streams::find_or_add(const key& k, clock::time_point now) {
+  if (const auto it = streams_.find(k); it != streams_.end()) return it->second;
+  if (streams_.size() >= limits_.max_streams) make_room(now);
+  stream& s = streams_[k];
+  s.seen = now;
+  return s;
+}
+
+bool receive_streams::owe(const key& k, stream& s, std::uint64_t bytes) {
+  debt& d = owed_[k.first];
+  if (!s.owed) {
+    s.owed = true;
+    d.vnodes.push_back(k.second);
+  }
+  d.bytes += bytes;
+  ++d.packets;
+  return d.bytes >= limits_.ack_bytes || d.packets >= limits_.ack_packets;
+}
+
+// At max_streams: the idle ones go first, then the eighth that was seen longest ago, of those with nothing
+// held or owed (which become so within an acknowledgement delay, so the table passes the bound only briefly).
+void receive_streams::make_room(clock::time_point now) {
+  if (expire(now) > 0 && streams_.size() < limits_.max_streams) return;
+  std::vector<std::pair<clock::time_point, key>> idle;
+  for (const auto& [k, s] : streams_) {
+    if (!s.owed && s.held.empty()) idle.emplace_back(s.seen, k);
+  }
+  const std::size_t drop = std::min(idle.size(), std::max<std::size_t>(1, limits_.max_streams / 8));
+  std::nth_element(idle.begin(), idle.begin() + static_cast<std::ptrdiff_t>(drop), idle.end());
+  for (std::size_t i = 0; i < drop; ++i) streams_.erase(idle[i].second);
+}
+
+}  // namespace phoenix::overlay
