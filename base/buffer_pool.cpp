@@ -9,7 +9,7 @@
 // body sits in a write, behind its frame header and data head. The kernel copies a write into the socket's page
 // fragments from the start of a page on, so the body lands data_lead bytes past a page boundary on both ends;
 // stored at the same offset, it is copied between equally aligned addresses, which the CPU's string copy does
-// much faster than between addresses 48 bytes apart (docs/overlay.md, "Reliable links"; bench/README.md, the
+// much faster than between addresses some bytes apart (docs/overlay.md, "Reliable links"; bench/README.md, the
 // socket floor).
 #include <sys/mman.h>
 

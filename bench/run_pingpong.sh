@@ -51,7 +51,7 @@ run_step mpi mpirun --allow-run-as-root --oversubscribe -np 2 \
   --mca pml ob1 --mca btl tcp,self "$mpi_bench" --reps "$reps"
 # The floor: the system calls of a phoenix link alone: reads repeated while waiting (as phoenix's spinning receiver
 # reads the link it expects a message on), bodies placed as phoenix's buffer pool places them.
-run_step socket "$socket_bench" --reps "$reps" --body-offset 48 --spin-read
+run_step socket "$socket_bench" --reps "$reps" --body-offset 64 --spin-read
 run_step phoenix-1hop "$pingpong" --hops 1 --reps "$reps" --test latency,bandwidth,rate
 run_step phoenix-1hop-off "$pingpong" --hops 1 --reps "$reps" --test latency,bandwidth,rate --protection off
 run_step phoenix-3hop "$pingpong" --hops 3 --reps "$reps" --test latency,bandwidth,rate

@@ -6,7 +6,7 @@
  * of at most --read-max bytes until one comes back short; one writev of head and body), with no runtime around
  * them. Set beside phoenix and
  * Open MPI it shows how much of a figure is the kernel's and how much the runtime's (README.md, Benchmarks), and
- * its options isolate one effect at a time: the head in front of each body (phoenix writes 48 bytes: frame
+ * its options isolate one effect at a time: the head in front of each body (phoenix writes 64 bytes: frame
  * header and data head), where the body sits in its page (--body-offset), the largest read.
  *
  * Usage: socket_pingpong [--head BYTES] [--body-offset BYTES] [--read-max BYTES] [--spin-read] [--reps N] [--quick]
@@ -202,7 +202,7 @@ static void usage(const char* prog) {
 }
 
 int main(int argc, char** argv) {
-  struct options o = {.head = 48, .body_offset = 0, .read_max = 64 * 1024, .reps = 5, .quick = 0, .spin_read = 0};
+  struct options o = {.head = 64, .body_offset = 0, .read_max = 64 * 1024, .reps = 5, .quick = 0, .spin_read = 0};
   for (int i = 1; i < argc; ++i) {
     size_t v;
     if (strcmp(argv[i], "--quick") == 0) {

@@ -12,6 +12,7 @@ using clock = std::chrono::steady_clock;
 // its session to deliver what it holds (resending anything else could duplicate it).
 void departure::begin_shutdown() {
   leaving_ = true;
+  forwarding_.flush_acks();  // the senders of what this node delivered stop keeping it
   routing_.withdraw();  // before `leaving`: each neighbour passes the withdrawal on before it loses the route
   for (auto& [id, nb] : links_.neighbours())
     if (nb->is_up()) nb->conn->send_control(make_control_frame(frame_type::leaving, {}));
@@ -30,6 +31,7 @@ bool departure::is_drained(bool wait_for_resource_names) const {
 }
 
 void departure::say_goodbye() {
+  forwarding_.flush_acks();  // ahead of the goodbye on each link: for what arrived while this node drained
   saying_goodbye_ = true;
   goodbye_since_ = clock::now();
   // Acknowledge everything received, so the neighbour resends nothing to an incarnation that is gone, and
@@ -63,8 +65,12 @@ bool departure::is_farewelled(clock::duration presumed_crashed_after) const {
 std::vector<packet> departure::take_undelivered() {
   std::vector<packet> out;
   for (auto& p : forwarding_.take_waiting()) out.push_back(std::move(p));
-  for (auto& [id, nb] : links_.neighbours())
+  for (auto& [id, nb] : links_.neighbours()) {
+    forwarding_.keep_departed(nb->session);
     for (auto& p : nb->session.take_all()) out.push_back(std::move(p));
+  }
+  for (auto& p : links_.take_superseded()) out.push_back(std::move(p));
+  for (auto& p : forwarding_.take_unacknowledged()) out.push_back(std::move(p));
   return out;
 }
 
@@ -88,6 +94,7 @@ std::optional<std::string> departure::on_frame(connection& c, frame_type type, s
       const auto ack = decode_ack_payload(payload);
       if (!ack || !nb) return "bad goodbye";
       if (const auto freed = nb->session.on_ack(*ack)) forwarding_.account(-static_cast<std::int64_t>(*freed));
+      forwarding_.keep_departed(nb->session);
       nb->said_goodbye = true;
       c.send_control(make_control_frame(frame_type::goodbye_ack, {}));
       return std::nullopt;

@@ -1,8 +1,24 @@
 #include "overlay/forwarder.hpp"
 
+#include "overlay/delivery/stream_codec.hpp"
 #include "overlay/log.hpp"
 
 namespace phoenix::overlay {
+
+namespace {
+// Arms `timer` to call `fire` after `after`, unless it is armed already (`armed` says so until it fires).
+template <class F>
+void arm_once(asio::steady_timer& timer, bool& armed, std::chrono::steady_clock::duration after, F fire) {
+  if (armed) return;
+  armed = true;
+  timer.expires_after(after);
+  timer.async_wait([&armed, fire = std::move(fire)](std::error_code ec) {
+    if (ec) return;
+    armed = false;
+    fire();
+  });
+}
+}  // namespace
 
 forwarder::forwarder(asio::io_context& io, const overlay_config& config, node_id self, link_manager& links,
                      const routing_driver& routing, deliver_fn deliver)
@@ -11,9 +27,18 @@ forwarder::forwarder(asio::io_context& io, const overlay_config& config, node_id
       links_(links),
       routing_(routing),
       deliver_(std::move(deliver)),
-      hop_retry_timer_(io) {}
+      hop_retry_timer_(io),
+      sent_(resend_timing{config.end_to_end_resend, std::chrono::minutes(1)}),
+      resend_timer_(io),
+      stranded_timer_(io),
+      ack_timer_(io) {}
 
-forwarder::~forwarder() { hop_retry_timer_.cancel(); }
+forwarder::~forwarder() {
+  hop_retry_timer_.cancel();
+  resend_timer_.cancel();
+  stranded_timer_.cancel();
+  ack_timer_.cancel();
+}
 
 void forwarder::account(std::int64_t delta) {
   held_bytes_.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
@@ -28,9 +53,13 @@ bool forwarder::try_reserve(std::uint64_t bytes) {
   return false;
 }
 
-void forwarder::send(packet p) {
+void forwarder::send(packet p, bool numbered) {
   p.source = self_;
   p.hops_left = config_.hop_limit;
+  if (numbered && p.dest < config_.space_size) {
+    sent_.stamp(p);
+    p.numbered_here = true;
+  }
   route(std::move(p));
 }
 
@@ -42,14 +71,22 @@ void forwarder::route_in_transit(packet p) {
 void forwarder::route(packet p) {
   if (routing_.is_local(p.dest)) {
     account(-static_cast<std::int64_t>(p.footprint()));
+    if (p.dest < config_.space_size) return deliver_numbered(std::move(p));
+    if (p.tag == stream_ack_tag) return on_stream_acks(p);
     deliver_(std::move(p));
+    return;
+  }
+  const auto nh = routing_.next_hop_for(p.dest);
+  // An acknowledgement that cannot go on is dropped, not held: its sender may be gone for good (or never was),
+  // and a sender that still waits for it sends a copy, which is acknowledged again.
+  if (p.dest >= config_.space_size && p.tag == stream_ack_tag && (p.hops_left == 0 || !nh)) {
+    account(-static_cast<std::int64_t>(p.footprint()));
     return;
   }
   if (p.hops_left == 0) return hold_out_of_hops(std::move(p));
   // Behind packets for the same destination that wait here: a route that came back before routes_changed() ran
   // must not let a newer packet overtake them.
   if (waiting_.holds_for(p.dest)) return hold(std::move(p));
-  const auto nh = routing_.next_hop_for(p.dest);
   if (!nh) return hold(std::move(p));
   --p.hops_left;
   forward(*nh, std::move(p));
@@ -97,14 +134,7 @@ void forwarder::hold_out_of_hops(packet p) {
   logger()->debug("{}: a packet for {} from {:x} used up its hops; held for {} ms", config_.name, p.dest,
                   p.source, config_.hop_retry.count());
   hold(std::move(p));
-  if (hop_retry_armed_) return;
-  hop_retry_armed_ = true;
-  hop_retry_timer_.expires_after(config_.hop_retry);
-  hop_retry_timer_.async_wait([this](std::error_code ec) {
-    if (ec) return;
-    hop_retry_armed_ = false;
-    routes_changed();
-  });
+  arm_once(hop_retry_timer_, hop_retry_armed_, config_.hop_retry, [this] { routes_changed(); });
 }
 
 // Waiting packets go out in the order they came, each either sent or held again behind the ones before it.
@@ -115,6 +145,199 @@ void forwarder::routes_changed() {
     route(std::move(p));
   }
   release_held_acks();
+}
+
+// --- end-to-end delivery --------------------------------------------------------------------------------------
+
+// A packet for a virtual node this node assumes: delivered if it is the next of its stream (and then whatever
+// was held behind it), dropped if it was delivered before, held if it came before its predecessor.
+void forwarder::deliver_numbered(packet p) {
+  const auto r = received_.check(p, std::chrono::steady_clock::now());
+  const node_id source = p.source;
+  const std::uint64_t vnode = p.dest;
+  const bool numbered = p.stream_seq != 0 && !(p.flags & packet::handed_over);
+  switch (r.what) {
+    case receive_streams::verdict::deliver:
+      deliver_(std::move(p));
+      if (!numbered) return;
+      if (received_.holds_any()) {
+        while (auto next = received_.next_held(source, vnode)) deliver_(std::move(*next));
+      }
+      return owe_acks(source, r.ack_now);
+    case receive_streams::verdict::duplicate:
+      ++duplicates_;
+      return owe_acks(source, false);  // its sender has not heard: tell it again
+    case receive_streams::verdict::hold:
+      if (p.numbered_here) {
+        // This node's own, delivered here: nobody else keeps it. Kept like one a first hop took, it is sent
+        // again (naming the predecessor still unacknowledged then), so it never waits for one delivered
+        // elsewhere before this node assumed the virtual node.
+        std::vector<packet> own;  // its bytes were counted out by route(), as a first hop's ack does
+        own.push_back(std::move(p));
+        return departed(own);
+      }
+      if (!received_.hold(std::move(p))) {
+        logger()->debug("{}: no room to hold a packet from {:x} for {} before its predecessor; its sender sends it "
+                        "again", config_.name, source, vnode);
+      }
+      return;
+    case receive_streams::verdict::malformed:
+      if (const auto held_back = stream_log_.pass(std::chrono::steady_clock::now())) {
+        logger()->warn("{}: a packet from {:x} for {} names a predecessor not before it; dropped ({} more such "
+                       "lines held back)", config_.name, source, vnode, *held_back);
+      }
+      return;
+  }
+}
+
+void forwarder::owe_acks(node_id source, bool at_once) {
+  if (at_once) return send_acks(source);
+  arm_once(ack_timer_, ack_armed_, config_.end_to_end_ack_delay, [this] {
+    flush_acks();
+    const auto now = std::chrono::steady_clock::now();
+    if (now - expired_at_ >= std::chrono::minutes(1)) {
+      received_.expire(now);
+      expired_at_ = now;
+    }
+  });
+}
+
+void forwarder::flush_acks() {
+  for (const node_id source : received_.owing()) send_acks(source);
+}
+
+// One packet to the sender's resource name with everything owed to it (a packet of this node's own: it counts
+// against nothing an application reserved, like a forwarded one).
+void forwarder::send_acks(node_id source) {
+  const auto acks = received_.take_acks(source);
+  if (acks.empty()) return;
+  packet a;
+  a.dest = source;
+  a.source = self_;
+  a.tag = stream_ack_tag;
+  a.hops_left = config_.hop_limit;
+  a.body = encode_acks(acks);
+  route_in_transit(std::move(a));
+}
+
+void forwarder::on_stream_acks(const packet& p) {
+  const auto acks = decode_acks(p.body);
+  bool beyond = !acks;
+  for (const stream_ack& a : acks ? *acks : std::vector<stream_ack>{}) {
+    if (const auto freed = sent_.on_ack(a.vnode, a.upto)) {
+      account(-static_cast<std::int64_t>(*freed));
+    } else {
+      beyond = true;
+    }
+  }
+  if (!beyond) return;
+  if (const auto held_back = stream_log_.pass(std::chrono::steady_clock::now())) {
+    logger()->warn("{}: {:x} sent a malformed acknowledgement, or one of packets never sent ({} more such lines "
+                   "held back)", config_.name, p.source, *held_back);
+  }
+}
+
+void forwarder::keep_departed(link_session& session) {
+  if (!session.has_departed()) return;
+  session.take_departed(departed_);
+  departed(departed_);
+  departed_.clear();
+}
+
+void forwarder::departed(std::vector<packet>& packets) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& p : packets) {
+    const std::uint64_t bytes = p.footprint();
+    p.arrived_from = 0;
+    account(static_cast<std::int64_t>(bytes - sent_.keep(std::move(p), now)));
+  }
+  // A packet kept for the first time is due after end_to_end_resend, which may be before what the timer waits
+  // for (a packet sent again waits longer).
+  if (resend_at_ && *resend_at_ > now + config_.end_to_end_resend) {
+    resend_at_.reset();
+    resend_timer_.cancel();
+  }
+  arm_resend();
+}
+
+// Armed for the earliest kept packet's due time; what is due goes out again by the routes there are then. While
+// armed nothing is looked at: a packet kept later is due later (next_due() walks every kept packet).
+void forwarder::arm_resend() {
+  if (resend_at_) return;
+  const auto due = sent_.next_due();
+  if (!due) return;
+  resend_at_ = *due;
+  resend_timer_.expires_at(*due);
+  resend_timer_.async_wait([this, at = *due](std::error_code ec) {
+    if (ec || resend_at_ != at) return;  // cancelled, or re-armed for an earlier time meanwhile
+    resend_at_.reset();
+    const auto now = std::chrono::steady_clock::now();
+    auto due_now = sent_.take_due(now);
+    if (!due_now.empty()) {
+      logger()->debug("{}: {} packets not acknowledged by their owners go out again", config_.name, due_now.size());
+    }
+    std::vector<packet> no_owner;
+    for (auto& p : due_now) {
+      // Nobody this node knows of assumes it: a copy would only wait beside the first one. Kept again, for
+      // twice as long.
+      if (!routing_.is_local(p.dest) && !routing_.next_hop_for(p.dest)) {
+        account(-static_cast<std::int64_t>(p.footprint()));  // departed() counts it again
+        no_owner.push_back(std::move(p));
+        continue;
+      }
+      p.hops_left = config_.hop_limit;
+      route(std::move(p));
+    }
+    departed(no_owner);
+  });
+}
+
+void forwarder::link_lost() {
+  arm_once(stranded_timer_, stranded_armed_, config_.end_to_end_resend, [this] { send_stranded(); });
+}
+
+// Links down for end_to_end_resend: copies of what this node sent on them unacknowledged take another way;
+// while a link is down, look again.
+void forwarder::send_stranded() {
+  const auto now = std::chrono::steady_clock::now();
+  bool still_down = false;
+  for (auto& [id, nb] : links_.neighbours()) {
+    if (nb->is_up()) continue;
+    if (now - nb->down_since < config_.end_to_end_resend) {
+      still_down = true;
+      continue;
+    }
+    auto copies = nb->session.copy_stranded();
+    if (copies.empty()) continue;
+    logger()->info("{}: the link to {} has been down for {} ms: {} packets of this node's it did not acknowledge "
+                   "go another way", config_.name, nb->name, config_.end_to_end_resend.count(), copies.size());
+    for (auto& p : copies) {
+      p.hops_left = config_.hop_limit;
+      route_in_transit(std::move(p));
+    }
+  }
+  if (still_down) link_lost();
+}
+
+std::pair<std::vector<stream_state>, std::vector<packet>> forwarder::take_streams(std::uint64_t lo,
+                                                                                   std::uint64_t hi) {
+  auto taken = received_.take_interval(lo, hi);
+  flush_acks();  // for what was delivered here: the senders hear it from this node, not from the next owner
+  return taken;
+}
+
+void forwarder::adopt_streams(const std::vector<stream_state>& states) {
+  if (const auto left_out = received_.adopt(states, std::chrono::steady_clock::now())) {
+    logger()->warn("{}: {} streams' states came with an interval, more than a node keeps; {} left out",
+                   config_.name, states.size(), left_out);
+  }
+  if (!states.empty()) owe_acks(states.front().source, false);
+}
+
+std::vector<packet> forwarder::take_unacknowledged() {
+  auto all = sent_.take_all();
+  for (const auto& p : all) account(-static_cast<std::int64_t>(p.footprint()));
+  return all;
 }
 
 }  // namespace phoenix::overlay

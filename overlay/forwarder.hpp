@@ -13,9 +13,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
+#include <vector>
 
 #include <asio.hpp>
 
+#include "base/log_budget.hpp"
+#include "overlay/delivery/receive_streams.hpp"
+#include "overlay/delivery/send_streams.hpp"
 #include "overlay/forwarding/waiting_room.hpp"
 #include "overlay/link_manager.hpp"
 #include "overlay/overlay_config.hpp"
@@ -39,7 +44,11 @@ class forwarder {
   bool try_reserve(std::uint64_t bytes);
   void account(std::int64_t delta);
 
-  void send(packet p);  // from this node: origin and hop budget set here; its bytes were reserved
+  // From this node: origin, hop budget and (to a virtual node, unless `numbered` is false) end-to-end numbers set
+  // here; its bytes were reserved, and stay so until its owner acknowledges it. The runtime's own protocols
+  // (migration, control) send unnumbered: they cope with loss themselves, and a log drops them (a numbered
+  // packet whose predecessor was dropped would wait for it for good).
+  void send(packet p, bool numbered = true);
   void route_in_transit(packet p);  // already on its way (from a neighbour, a log, ph_release): counted now
   // Delivers, forwards or holds. The caller has counted p's bytes.
   void route(packet p);
@@ -47,6 +56,25 @@ class forwarder {
   void forward(node_id next_hop, packet p);
   // The routes changed: what waits is routed again, in the order it came.
   void routes_changed();
+
+  // End-to-end delivery (docs/overlay.md). Packets of this node's that a first hop acknowledged (link_session::
+  // take_departed), their bytes already counted out: kept until their owners acknowledge them. Called after
+  // anything that acknowledges packets on a session (an ack, a resume, a goodbye).
+  void keep_departed(link_session& session);
+  void departed(std::vector<packet>& packets);  // moved from
+  // Every acknowledgement this node owes goes now (a node about to leave).
+  void flush_acks();
+  // A link went down: if it stays down for end_to_end_resend, copies of this node's packets it did not
+  // acknowledge go another way (link_session::copy_stranded): its peer may have crashed.
+  void link_lost();
+  // The streams to [lo, hi) leave with the interval, with the packets held for it before their predecessors.
+  std::pair<std::vector<stream_state>, std::vector<packet>> take_streams(std::uint64_t lo, std::uint64_t hi);
+  void adopt_streams(const std::vector<stream_state>& states);
+  // What this node sent that no owner acknowledged yet (for the finalize log; the streams stay numbered).
+  std::vector<packet> take_unacknowledged();
+  const send_streams& sent() const { return sent_; }
+  const receive_streams& received() const { return received_; }
+  std::uint64_t duplicates_dropped() const { return duplicates_; }
 
   std::uint64_t waiting_from(node_id neighbour) const { return waiting_.bytes_from(neighbour); }
   const waiting_room& waiting() const { return waiting_; }
@@ -57,6 +85,12 @@ class forwarder {
   void hold(packet p);
   void hold_out_of_hops(packet p);
   void release_held_acks();
+  void deliver_numbered(packet p);  // to a virtual node here: in stream order, once
+  void on_stream_acks(const packet& p);
+  void owe_acks(node_id source, bool at_once);
+  void send_acks(node_id source);
+  void arm_resend();
+  void send_stranded();
 
   const overlay_config& config_;
   node_id self_;
@@ -68,6 +102,19 @@ class forwarder {
   asio::steady_timer hop_retry_timer_;  // armed while a packet out of hops waits (see hold_out_of_hops)
   bool hop_retry_armed_ = false;
   std::uint64_t out_of_hops_ = 0;
+
+  send_streams sent_;
+  receive_streams received_;
+  std::vector<packet> departed_;  // keep_departed's, kept for its capacity
+  asio::steady_timer resend_timer_;  // armed for sent_.next_due() while anything is kept
+  std::optional<std::chrono::steady_clock::time_point> resend_at_;
+  asio::steady_timer stranded_timer_;  // armed while a link is down, for send_stranded
+  bool stranded_armed_ = false;
+  asio::steady_timer ack_timer_;  // armed while acknowledgements are owed
+  bool ack_armed_ = false;
+  std::chrono::steady_clock::time_point expired_at_{};
+  std::uint64_t duplicates_ = 0;
+  base::log_budget stream_log_{std::chrono::seconds(10), 5};  // what a peer's numbers or acks can make it log
 };
 
 }  // namespace phoenix::overlay

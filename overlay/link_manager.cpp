@@ -216,7 +216,9 @@ void link_manager::close_refused(const std::shared_ptr<connection>& c, unsigned 
 neighbour* link_manager::link_up(const std::shared_ptr<connection>& c) {
   end_handshake(c);
   const node_id peer = c->peer();
+  node_id before = 0;  // who the dialled address answered as before
   if (auto* d = dialer_of(*c)) {
+    before = d->peer;
     d->peer = peer;
     d->failures = 0;
   }
@@ -267,11 +269,26 @@ neighbour* link_manager::link_up(const std::shared_ptr<connection>& c) {
   nb.said_goodbye = false;
   c->attach(&nb.session);
   nb.session.set_window(c->send_window());
-  nb.session.resume(c->peer_resume_ack());
+  resume_freed_ += nb.session.resume(c->peer_resume_ack());
   nb.session.note_ack_sent(c->resume_ack_sent());  // the AUTH told the peer how far this node received
   logger()->info("{}: link up to {} ({}) via {}, frames {}", config_.name, nb.name, peer, c->remote(),
                  to_string(c->protection()));
+  if (before != 0 && before != peer) supersede(before, c->remote());
   return &nb;
+}
+
+// A dialled address answered with a new resource name: the incarnation that was there before crashed or
+// finalized, and resource names are never reused, so it will not come back. What its session still holds goes
+// another way (take_superseded): packets it never acknowledged, which the new incarnation or another path
+// carries, and which end-to-end delivery deduplicates should the old one have passed them on after all.
+void link_manager::supersede(node_id old_peer, const std::string& address) {
+  const auto it = neighbours_.find(old_peer);
+  if (it == neighbours_.end() || it->second->conn) return;
+  auto packets = it->second->session.take_all();
+  logger()->info("{}: {} now answers as another node: the {} packets {} ({}) did not acknowledge go another way",
+                 config_.name, address, packets.size(), it->second->name, old_peer);
+  for (auto& p : packets) superseded_.push_back(std::move(p));
+  neighbours_.erase(it);
 }
 
 std::optional<link_manager::lost_link> link_manager::link_down(const std::shared_ptr<connection>& c,
@@ -291,8 +308,11 @@ std::optional<link_manager::lost_link> link_manager::link_down(const std::shared
                   "{}: link to {} down: {}", config_.name, nb.name, reason);
     // What was never sent may take another way; what was sent stays in the session for resending when the
     // link comes back. A peer that said goodbye will not come back: everything goes elsewhere.
-    lost = lost_link{peer, nb.said_goodbye ? nb.session.take_all() : nb.session.take_unsent()};
-    if (nb.said_goodbye) neighbours_.erase(it);
+    lost = lost_link{peer, nb.said_goodbye ? nb.session.take_all() : nb.session.take_unsent(), {}};
+    if (nb.said_goodbye) {
+      nb.session.take_departed(lost->departed);
+      neighbours_.erase(it);
+    }
     arm_expiry();
   } else {
     log_link_failure(d ? d->text : c->remote(), c->was_refused(), d ? d->failures++ : 1, reason,

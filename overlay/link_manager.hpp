@@ -17,6 +17,7 @@
 #include <string>
 #include <system_error>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <asio.hpp>
@@ -92,9 +93,14 @@ class link_manager {
   struct lost_link {
     node_id peer = 0;
     std::vector<packet> unsent;
+    std::vector<packet> departed;  // link_session::take_departed, of a record erased here
   };
   std::optional<lost_link> link_down(const std::shared_ptr<connection>& c, const std::string& reason,
                                      bool expected);
+  // What link_up took from the record of an incarnation that a dialled address no longer answers as.
+  std::vector<packet> take_superseded() { return std::exchange(superseded_, {}); }
+  // Bytes link_up freed: packets a resumed session's peer already had.
+  std::uint64_t take_resume_freed() { return std::exchange(resume_freed_, 0); }
   // Closes c as a network failure would and reports it to the owner.
   void drop(connection& c, const std::string& reason);
   std::size_t drop_links();     // fault injection: every link
@@ -167,6 +173,9 @@ class link_manager {
   std::vector<std::unique_ptr<dialer>> dialers_;
   std::set<std::shared_ptr<connection>> handshaking_;
   std::unordered_map<node_id, std::unique_ptr<neighbour>> neighbours_;
+  std::vector<packet> superseded_;
+  std::uint64_t resume_freed_ = 0;
+  void supersede(node_id old_peer, const std::string& address);
   node_id last_data_from_ = 0;          // the neighbour whose link brought the last data frame
   std::shared_ptr<connection> direct_;  // its connection, while read directly
   asio::steady_timer expiry_timer_;     // armed while a record may expire (forget_unused_neighbours)

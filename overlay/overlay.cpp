@@ -16,29 +16,39 @@ link_resume overlay::resume_for(node_id peer) { return links_.resume_for(peer); 
 
 void overlay::on_connection_up(const std::shared_ptr<connection>& c) {
   neighbour* nb = links_.link_up(c);
+  forwarder_.account(-static_cast<std::int64_t>(links_.take_resume_freed()));
   if (!nb) return;
+  forwarder_.keep_departed(nb->session);
   // A neighbour that is leaving carries nothing new; a link that comes up while this node leaves is told so.
   if (!nb->leaving) routing_.neighbour_up(c->peer());  // a full dump is due at once: it gets the table
   departure_.before_resend(*nb);
   c->send_pending();  // resend what the peer did not acknowledge, before anything new
   departure_.after_resend(*nb);
   routing_.changed();
+  for (auto& p : links_.take_superseded()) forwarder_.route(std::move(p));
 }
 
 void overlay::on_connection_down(const std::shared_ptr<connection>& c, const std::string& reason) {
   auto lost = links_.link_down(c, reason, departure_.leaving());
   if (!lost) return;
+  forwarder_.departed(lost->departed);
   routing_.neighbour_down(lost->peer);
   for (auto& p : lost->unsent) forwarder_.route(std::move(p));
   routing_.changed();
+  forwarder_.link_lost();
 }
 
 void overlay::on_data(connection& c, const data_head& head, phoenix::Bytes body) {
   links_.note_data_from(c.peer());
-  forwarder_.route_in_transit(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body), c.peer()});
+  forwarder_.route_in_transit(packet{head.dest, head.source, head.tag, head.hops_left, std::move(body), c.peer(),
+                                     false, head.flags, head.stream_seq, head.stream_prev});
 }
 
-void overlay::on_freed(connection&, std::uint64_t bytes) { forwarder_.account(-static_cast<std::int64_t>(bytes)); }
+// Bytes a link acknowledged; this node's own numbered packets among them are kept until their owners acknowledge.
+void overlay::on_freed(connection& c, std::uint64_t bytes) {
+  forwarder_.account(-static_cast<std::int64_t>(bytes));
+  if (neighbour* nb = links_.find(c.peer())) forwarder_.keep_departed(nb->session);
+}
 
 void overlay::on_control(connection& c, frame_type type, std::span<const std::byte> payload) {
   std::optional<std::string> error;

@@ -91,10 +91,11 @@ class overlay final : public connection_owner {
   // back by ph_release, read from a log, or arriving from a neighbour) and delivers, forwards or holds it.
   bool try_reserve(std::uint64_t bytes) { return forwarder_.try_reserve(bytes); }
   void send(packet p) { forwarder_.send(std::move(p)); }  // precondition: try_reserve(p.footprint()) succeeded
-  // The runtime's own packets (migration messages, bounded by their protocol): sent past the bound.
+  // The runtime's own packets (migration messages, bounded by their protocol): sent past the bound, and not
+  // numbered end to end (forwarder::send).
   void send_unbounded(packet p) {
     forwarder_.account(static_cast<std::int64_t>(p.footprint()));
-    forwarder_.send(std::move(p));
+    forwarder_.send(std::move(p), false);
   }
   void route_in_transit(packet p) { forwarder_.route_in_transit(std::move(p)); }
 
@@ -131,8 +132,26 @@ class overlay final : public connection_owner {
   // Then stop accepting and dialling, and wait for is_quiet() before closing.
   void stop_linking() { links_.stop_linking(); }
   bool is_quiet() const { return links_.is_quiet(); }  // nothing left to write on any link
-  // Waiting packets and any still unacknowledged by a neighbour.
+  // Waiting packets, any still unacknowledged by a neighbour, and this node's own that no owner acknowledged.
   std::vector<packet> take_undelivered() { return departure_.take_undelivered(); }
+
+  // End-to-end delivery (docs/overlay.md): the state of the streams to an interval's virtual nodes leaves with
+  // it (ph_release, a migration's give, a log) and comes with it (adopt_streams).
+  // Packets held for s before their predecessors go on to the next owner.
+  std::vector<stream_state> take_streams(base::interval s) {
+    auto [states, held] = forwarder_.take_streams(s.lo, s.hi);
+    for (auto& p : held) forwarder_.route_in_transit(std::move(p));
+    return std::move(states);
+  }
+  // Packets this node sent to virtual nodes that their owners have not acknowledged yet.
+  std::size_t unacknowledged() const { return forwarder_.sent().streams(); }
+  // Every stream, for a log; the packets held go to `held`.
+  std::vector<stream_state> take_all_streams(std::vector<packet>& held) {
+    auto [states, h] = forwarder_.take_streams(0, ~std::uint64_t{0});
+    for (auto& p : h) held.push_back(std::move(p));
+    return std::move(states);
+  }
+  void adopt_streams(const std::vector<stream_state>& states) { forwarder_.adopt_streams(states); }
 
   // Fault injection: send u to every neighbour as if this node's table had produced it, as a hostile node
   // holding the cluster key could (tests/security).

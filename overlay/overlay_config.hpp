@@ -37,6 +37,11 @@ struct overlay_config {
   // A packet that used up its hops is tried again after this with a fresh budget, unless the routes change
   // first (forwarder::hold_out_of_hops). Long against a loopback hop, short against what a loop costs.
   std::chrono::milliseconds hop_retry{100};
+  // End-to-end delivery (docs/overlay.md): a packet this node sent to a virtual node and not acknowledged by its
+  // owner goes out again after end_to_end_resend (then after twice as long each time, up to a minute); an owner
+  // acknowledges within end_to_end_ack_delay, or at once when much is owed.
+  std::chrono::milliseconds end_to_end_resend{2000};
+  std::chrono::milliseconds end_to_end_ack_delay{10};
   ssh_options ssh;  // ssh:// links: identity, known_hosts, host key policy, keepalives
   admission_limits admission;  // accepted connections: handshakes in progress, accept() backoff
   // A record per resource name this node linked with (its link session, about 2 KB). One whose link is down

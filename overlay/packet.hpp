@@ -23,6 +23,7 @@ struct packet {
   std::uint8_t hops_left = 0;
   phoenix::Bytes body;
   node_id arrived_from = 0;  // the neighbour it came from, 0 if it started here (bookkeeping, not on the wire)
+  bool numbered_here = false;  // this node numbered it and keeps it until its owner acknowledges (not on the wire)
   std::uint8_t flags = 0;
   // End-to-end numbering of a packet to a virtual node (delivery/send_streams.hpp); 0 for one to a resource
   // name.

@@ -1,12 +1,15 @@
 // message_log.hpp — the file ph_finalize writes undelivered messages to and ph_initialize reads them from
 // (paper, section 3.3: temporary leave), and ph_suspend the intervals it assumed with their application state.
 //
-// Layout, integers little-endian: the 8 bytes "PHXLOG01" (messages only: ph_finalize) or "PHXLOG02" (with
-// state: ph_suspend, followed by u64 n and n records u64 lo, u64 hi, u64 length, length bytes of state), then
-// one record per message
-//   u64 dest, u64 source, u32 tag, u32 reserved (0), u64 length, length bytes of body
+// Layout, integers little-endian: the 8 bytes "PHXLOG03"; u64 n and n records u64 lo, u64 hi, u64 length,
+// length bytes of state (the intervals a suspend packed; none for ph_finalize); u64 m and m records u64 source,
+// u64 vnode, u64 last (the end-to-end streams to this node's virtual nodes: overlay/delivery/); then one record
+// per message
+//   u64 dest, u64 source, u32 tag, u32 flags, u64 stream_seq, u64 stream_prev, u64 length, length bytes of body
 // and a trailer: the 8 bytes "PHXEND01" and a u64 record count. A file without its trailer (a crash while
-// writing) is rejected rather than half-read; writing goes to a temporary file renamed into place.
+// writing) is rejected rather than half-read; writing goes to a temporary file renamed into place. Logs of
+// earlier versions ("PHXLOG01": messages of u64 dest, u64 source, u32 tag, u32 0, u64 length, body;
+// "PHXLOG02": intervals first) are read too.
 #pragma once
 
 #include <filesystem>
@@ -15,6 +18,7 @@
 
 #include <phoenix/node.hpp>
 
+#include "overlay/delivery/receive_streams.hpp"
 #include "overlay/packet.hpp"
 
 namespace phoenix {
@@ -25,14 +29,16 @@ struct suspended_interval {
   Bytes state;
 };
 
-// "" on success, else a one-line error naming the file. With no intervals the file is a PHXLOG01 log.
+// "" on success, else a one-line error naming the file.
 std::string write_message_log(const std::filesystem::path& file, const std::vector<overlay::packet>& packets,
-                              const std::vector<suspended_interval>& intervals = {});
+                              const std::vector<suspended_interval>& intervals = {},
+                              const std::vector<overlay::stream_state>& streams = {});
 std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out,
-                             std::vector<suspended_interval>* intervals = nullptr);
+                             std::vector<suspended_interval>* intervals = nullptr,
+                             std::vector<overlay::stream_state>* streams = nullptr);
 
-// Removes the records with the runtime's own tags, -3..-1 (control requests, migration steps, PH_ANY_TAG)
-// and returns how many. They were addressed to an incarnation that is gone, and a file is no channel for
+// Removes the records with the runtime's own tags, -3..-1 (control requests, migration steps, PH_ANY_TAG),
+// and end-to-end acknowledgements, and returns how many. They were addressed to an incarnation that is gone, and a file is no channel for
 // them: replayed from a log, a control or migration packet would act without its sender's authority. Service
 // tags (at or below -4, e.g. Volpex) are messages to virtual nodes and stay.
 std::size_t drop_runtime_records(std::vector<overlay::packet>& packets);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/wire.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/progress.hpp"
 
@@ -90,9 +91,28 @@ void migration_driver::queue_step(const step& s) {
 }
 
 void migration_driver::give_now(interval t, vp_t taker, std::uint64_t attempt) {
-  ops_.release(t);
+  Bytes state;
+  seal_state(state, ops_.release(t));
   protocol_.released(t);
-  start_stream(kind::state_begin, t, taker, attempt, {});
+  start_stream(kind::state_begin, t, taker, attempt, std::move(state));
+}
+
+void migration_driver::seal_state(Bytes& state, const Bytes& streams) {
+  const std::size_t at = state.size();
+  state.resize(at + streams.size() + 8);
+  std::copy(streams.begin(), streams.end(), state.begin() + static_cast<std::ptrdiff_t>(at));
+  base::store_le<std::uint64_t>(state.data() + at + streams.size(), streams.size());
+}
+
+migration_driver::state_parts migration_driver::split_state(const Bytes& state, vp_t giver) const {
+  const std::span<const std::byte> all(state);
+  if (all.size() >= 8) {
+    const std::uint64_t n = base::load_le<std::uint64_t>(all.data() + all.size() - 8);
+    if (n <= all.size() - 8) return {all.first(all.size() - 8 - n), all.subspan(all.size() - 8 - n, n)};
+  }
+  logger()->error("{}: a state from {:x} without the streams' part; all of it goes to the application", name_,
+                  giver);
+  return {all, {}};
 }
 
 void migration_driver::start_stream(kind begin_kind, interval t, vp_t to, std::uint64_t attempt, Bytes state) {
@@ -325,7 +345,7 @@ void migration_driver::finish_arrival(std::list<incoming>::iterator in, bool unp
   });
   if (const auto effects = protocol_.arrived(done.what, done.giver)) {
     apply(*effects);
-    ops_.assume(done.what);
+    ops_.assume(done.what, split_state(done.state, done.giver).streams);
     logger()->info("{}: assumed [{}, {}) from {:x} with {} bytes of state", name_, done.what.lo, done.what.hi,
                    done.giver, done.length);
   }
@@ -468,16 +488,20 @@ int migration_driver::run_pending(progress_engine& progress) {
       progress.call([&] { ops_.adoption_told(s.span); });
     } else if (s.what == step_kind::give) {
       // Release first, so that no message for the interval reaches the application while it packs.
+      Bytes streams;
       progress.call([&] {
-        ops_.release(s.span);
+        streams = ops_.release(s.span);
         protocol_.released(s.span);
       });
       wait_for_handling(progress, s.span);
       std::optional<Bytes> state = pack_(s.span);
       progress.call([&] {
-        if (state) return start_stream(kind::state_begin, s.span, s.partner, s.attempt, std::move(*state));
+        if (state) {
+          seal_state(*state, streams);
+          return start_stream(kind::state_begin, s.span, s.partner, s.attempt, std::move(*state));
+        }
         logger()->error("{}: pack failed for [{}, {}); the interval stays here", name_, s.span.lo, s.span.hi);
-        ops_.assume(s.span);
+        ops_.assume(s.span, streams);
         protocol_.decline(s.span);
         message declined;
         declined.what = kind::state_begin;
@@ -497,7 +521,7 @@ int migration_driver::run_pending(progress_engine& progress) {
         state = in != in_.end() && in->ready ? &in->state : nullptr;
       });
       if (!state) continue;
-      if (!unpack_(s.span, std::span<const std::byte>(*state))) {
+      if (!unpack_(s.span, split_state(*state, s.partner).app)) {
         logger()->error("{}: unpack failed for [{}, {}); assuming it anyway (the state is the application's)",
                         name_, s.span.lo, s.span.hi);
       }

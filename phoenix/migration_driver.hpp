@@ -52,8 +52,11 @@ class migration_driver {
   // What the driver does to its node; each is called holding the progress token.
   struct node_ops {
     std::function<void(overlay::packet)> send;  // a runtime packet, past the bound on waiting bytes
-    std::function<void(Interval)> release;      // ph_release: queued messages for it go back to the overlay
-    std::function<void(Interval)> assume;       // ph_assume
+    // ph_release: queued messages for it go back to the overlay. Returns the state of the end-to-end streams
+    // to its virtual nodes (overlay/delivery/stream_codec.hpp), which goes with the interval's state.
+    std::function<Bytes(Interval)> release;
+    // ph_assume, with the streams' state that came with it (empty if none).
+    std::function<void(Interval, std::span<const std::byte>)> assume;
     // Whether an application thread may still be handling a message for a virtual node in the interval
     // (messages_in_hand.hpp); called without the token. Unset: never.
     std::function<bool(Interval)> handling;
@@ -157,6 +160,13 @@ class migration_driver {
   void refuse_state(vp_t giver, migration::interval t, std::uint64_t attempt);
   void finish_arrival(std::list<incoming>::iterator in, bool unpacked);
   void give_now(migration::interval t, vp_t taker, std::uint64_t attempt);  // without state handlers
+  // A state on the wire: the application's bytes, the streams' state, and its length as a u64 (so that the
+  // application's part is a prefix: nothing is copied on arrival). split_state returns the two parts.
+  static void seal_state(Bytes& state, const Bytes& streams);
+  struct state_parts {
+    std::span<const std::byte> app, streams;
+  };
+  state_parts split_state(const Bytes& state, vp_t giver) const;
   // On the application thread, after the release of t and before its pack.
   void wait_for_handling(progress_engine& progress, migration::interval t);
 

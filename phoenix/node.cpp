@@ -17,6 +17,7 @@
 
 #include "migration/log.hpp"
 #include "migration/message.hpp"
+#include "overlay/delivery/stream_codec.hpp"
 #include "overlay/links/cluster_key.hpp"
 #include "overlay/log.hpp"
 #include "overlay/overlay.hpp"
@@ -47,6 +48,10 @@ constexpr auto crashed_peer_grace = std::chrono::seconds(2);
 // told again), then for the last bytes to be written.
 constexpr auto goodbye_timeout = std::chrono::seconds(3);
 constexpr auto quiet_timeout = std::chrono::seconds(1);
+// How long it waits for the owners of what it sent to acknowledge it end to end, before it says it is leaving
+// (after that nothing routes to it): acknowledgements come within end_to_end_ack_delay (10 ms) plus a round
+// trip; one whose owner is away is logged with the rest.
+constexpr auto acknowledgement_wait = std::chrono::milliseconds(500);
 
 // Outside [0, L), unique per incarnation with high probability (paper 3.3, footnote 1).
 vp_t make_resource_name(std::uint64_t space_size) {
@@ -132,8 +137,9 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
 
   std::vector<overlay::packet> logged;
   std::vector<suspended_interval> restore;
+  std::vector<overlay::stream_state> streams;
   if (log_in && *log_in) {
-    if (auto err = read_message_log(log_in, logged, &restore); !err.empty()) return fail(PH_EIO, err);
+    if (auto err = read_message_log(log_in, logged, &restore, &streams); !err.empty()) return fail(PH_EIO, err);
     if (const auto dropped = drop_runtime_records(logged))
       logger()->warn("{}: {} ignored {} records of the runtime's own protocols (control, migration)",
                      config_.name, log_in, dropped);
@@ -161,8 +167,12 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   migration_ = std::make_unique<migration_driver>(
       config_.name, resource_name_, config_.space_size,
       migration_driver::node_ops{[this](overlay::packet p) { overlay_->send_unbounded(std::move(p)); },
-                                 [this](Interval s) { release_and_requeue(s); },
-                                 [this](Interval s) { assume_now(s); },
+                                 [this](Interval s) { return release_and_requeue(s); },
+                                 [this](Interval s, std::span<const std::byte> with) {
+                                   // The streams first: assuming routes what waited for s at once.
+                                   adopt_streams(with);
+                                   assume_now(s);
+                                 },
                                  [this](Interval s) { return in_hand_.handling(s); },
                                  [this](Interval s) {
                                    std::lock_guard lock(inbox_mu_);
@@ -180,6 +190,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
       return fail(ec == std::errc::permission_denied ? PH_EKEY : PH_EADDR, error);
     }
   }
+  overlay_->adopt_streams(streams);
   for (auto& p : logged) overlay_->route_in_transit(std::move(p));
   if (config_.orphan_policy == "adopt") adoption_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   lease_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
@@ -212,10 +223,9 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
     logger()->warn("{}: finalizing in the middle of a migration: {}", config_.name,
                    progress_->call([&] { return migration_->protocol().describe(); }));
   running_ = false;
-  progress_->call([&] {
-    drain_outbox();  // what ph_send accepted goes out before the links drain
-    overlay_->begin_shutdown();
-  });
+  progress_->call([&] { drain_outbox(); });  // what ph_send accepted goes out before the links drain
+  progress_->drive_until([&] { return overlay_->unacknowledged() == 0; }, clock::now() + acknowledgement_wait);
+  progress_->call([&] { overlay_->begin_shutdown(); });
   // Everything first; after a grace, no more waiting for incarnations that crashed (overlay::is_drained).
   const auto drain_deadline = clock::now() + drain_timeout;
   // A link merely cut comes back within a redial interval: until twice that has passed, a peer is not presumed
@@ -248,8 +258,12 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
     // Replies to this incarnation's own migration attempts die with it; a query to a virtual node is kept,
     // for whoever assumes it next (its sender waits for an answer).
     if (p.tag == migration::protocol_tag && p.dest == resource_name_) continue;
+    if (p.tag == overlay::stream_ack_tag) continue;  // the next incarnation writes the streams' state instead
     undelivered.push_back(std::move(p));
   }
+  // What this node delivered of each stream: its next incarnation (or whoever reads the log) drops the copies
+  // its senders may still send (docs/overlay.md, "End-to-end delivery").
+  const auto streams = overlay_->take_all_streams(undelivered);
   migration_.reset();
   adoption_timer_.reset();
   lease_timer_.reset();
@@ -257,7 +271,8 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   progress_.reset();
   std::error_code result;
   if (log_out && *log_out) {
-    if (auto err = write_message_log(log_out, undelivered, state); !err.empty()) result = fail(PH_EIO, err);
+    if (auto err = write_message_log(log_out, undelivered, state, streams); !err.empty())
+      result = fail(PH_EIO, err);
   } else if (!undelivered.empty()) {
     logger()->warn("{}: {} undelivered messages discarded: no log file given to finalize", config_.name,
                    undelivered.size());

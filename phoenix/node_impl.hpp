@@ -130,8 +130,11 @@ class Node::Impl {
   std::string status_text();                                     // holding the token
   overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
   std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
-  void release_and_requeue(Interval s);  // holding the token
+  // Holding the token. Returns the state of the end-to-end streams to s (overlay/delivery/stream_codec.hpp),
+  // for a migration to take along.
+  Bytes release_and_requeue(Interval s);
   bool assume_now(Interval s);           // holding the token; false if it overlaps
+  void adopt_streams(std::span<const std::byte> encoded);  // holding the token: streams that came with an interval
   void sync_migration_interval();        // holding the token: the protocol learns what the node assumes
   bool migration_involved() const;       // holding the token: an attempt or a lock is under way
   // orphan_policy "adopt" (orphan_adoption.hpp): looks at the orphaned intervals every quarter of

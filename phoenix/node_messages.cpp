@@ -117,6 +117,7 @@ std::vector<overlay::packet> Node::Impl::take_inbox_packets(const std::function<
     p.source = it->source();
     p.tag = it->tag();
     p.hops_left = static_cast<std::uint8_t>(config_.hop_limit);
+    p.flags = overlay::packet::handed_over;  // delivered here once: its next owner takes it as it is
     p.body = std::move(*it).take_body();
     out.push_back(std::move(p));
     it = inbox_.erase(it);

@@ -5,6 +5,7 @@
 #include <phoenix/node.hpp>
 #include <random>
 
+#include "overlay/delivery/stream_codec.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/node_impl.hpp"
 
@@ -48,11 +49,29 @@ std::error_code Node::Impl::release(Interval s) {
 }
 
 // Paper 3.3 and API.md "Release": messages for s queued here and not yet received go back into the overlay,
-// to the next node that assumes s.
-void Node::Impl::release_and_requeue(Interval s) {
+// to the next node that assumes s (handed over: delivered here once already). The state of the end-to-end
+// streams to s leaves with it (docs/overlay.md, "End-to-end delivery"): a migration gives it to the taker; a
+// plain ph_release drops it, and the next owner waits for its senders' copies of what it misses.
+Bytes Node::Impl::release_and_requeue(Interval s) {
   if (overlay_->release(s) == base::interval_set::result::ok && observer_) observer_(false, s);
   for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); }))
     overlay_->route_in_transit(std::move(p));
+  return overlay::encode_states(overlay_->take_streams(s));
+}
+
+void Node::Impl::adopt_streams(std::span<const std::byte> encoded) {
+  if (encoded.empty()) return;
+  // More records than a node keeps (overlay/delivery/receive_streams.hpp) is not decoded at all: a broken or
+  // hostile giver could otherwise make this node allocate for a state of up to max_state_bytes.
+  constexpr std::size_t most = 4 + 24 * overlay::stream_limits{}.max_streams;
+  if (encoded.size() > most) {
+    logger()->error("{}: {} bytes of end-to-end streams' state came with an interval, more than a node keeps; "
+                    "ignored", config_.name, encoded.size());
+    return;
+  }
+  if (const auto states = overlay::decode_states(encoded)) return overlay_->adopt_streams(*states);
+  logger()->error("{}: the end-to-end streams' state that came with an interval is malformed; ignored",
+                  config_.name);
 }
 
 bool Node::Impl::assume_now(Interval s) {

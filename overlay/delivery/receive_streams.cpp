@@ -11,7 +11,10 @@ receive_streams::result receive_streams::check(const packet& p, clock::time_poin
   const key k{p.source, p.dest};
   stream& s = find_or_add(k, now);
   s.seen = now;
-  if (p.stream_seq <= s.last) return {verdict::duplicate};
+  if (p.stream_seq <= s.last) {
+    owe(k, s, 0);  // its sender has not heard of it: acknowledged again
+    return {verdict::duplicate};
+  }
   if (p.stream_prev > s.last) return {verdict::hold};
   s.last = p.stream_seq;
   return {verdict::deliver, owe(k, s, p.footprint())};
@@ -19,7 +22,11 @@ receive_streams::result receive_streams::check(const packet& p, clock::time_poin
 
 bool receive_streams::hold(packet p) {
   const auto it = streams_.find(key{p.source, p.dest});
-  if (it == streams_.end() || held_bytes_ + p.footprint() > limits_.max_held_bytes) return false;
+  // Past max_streams nothing is held: a stream with held packets is never forgotten, so holding is what the
+  // bound on their number rests on.
+  if (it == streams_.end() || held_bytes_ + p.footprint() > limits_.max_held_bytes ||
+      streams_.size() > limits_.max_streams)
+    return false;
   const std::uint64_t bytes = p.footprint();
   if (it->second.held.try_emplace(p.stream_seq, std::move(p)).second) held_bytes_ += bytes;
   return true;  // a second copy of a held packet is dropped: the first stands for it
@@ -53,6 +60,7 @@ std::vector<node_id> receive_streams::owing() const {
 std::vector<stream_ack> receive_streams::take_acks(node_id source) {
   const auto d = owed_.find(source);
   if (d == owed_.end()) return {};
+  last_debt_ = nullptr;
   std::vector<stream_ack> acks = std::move(d->second.left);
   for (const std::uint64_t vnode : d->second.vnodes) {
     const auto it = streams_.find(key{source, vnode});
@@ -68,6 +76,7 @@ std::pair<std::vector<stream_state>, std::vector<packet>> receive_streams::take_
                                                                                          std::uint64_t hi) {
   std::vector<stream_state> states;
   std::vector<packet> held;
+  last_stream_ = nullptr;
   for (auto it = streams_.begin(); it != streams_.end();) {
     const auto& [source, vnode] = it->first;
     stream& s = it->second;
@@ -88,17 +97,23 @@ std::pair<std::vector<stream_state>, std::vector<packet>> receive_streams::take_
   return {std::move(states), std::move(held)};
 }
 
-void receive_streams::adopt(const std::vector<stream_state>& states, clock::time_point now) {
-  for (const stream_state& st : states) {
+std::size_t receive_streams::adopt(const std::vector<stream_state>& states, clock::time_point now) {
+  // No more than the table holds: a giver (or a log) with more is broken or hostile, and the rest would only
+  // be forgotten again at once.
+  const std::size_t n = std::min(states.size(), limits_.max_streams);
+  for (std::size_t i = 0; i < n; ++i) {
+    const stream_state& st = states[i];
     const key k{st.source, st.vnode};
     stream& s = find_or_add(k, now);
     s.last = std::max(s.last, st.last);
     s.seen = now;
     owe(k, s, 0);
   }
+  return states.size() - n;
 }
 
 std::size_t receive_streams::expire(clock::time_point now) {
+  last_stream_ = nullptr;
   return std::erase_if(streams_, [&](const auto& entry) {
     const stream& s = entry.second;
     return !s.owed && s.held.empty() && now - s.seen >= limits_.idle;
@@ -112,15 +127,24 @@ std::optional<std::uint64_t> receive_streams::last(node_id source, std::uint64_t
 }
 
 receive_streams::stream& receive_streams::find_or_add(const key& k, clock::time_point now) {
-  if (const auto it = streams_.find(k); it != streams_.end()) return it->second;
+  if (last_stream_ && last_key_ == k) return *last_stream_;
+  if (const auto it = streams_.find(k); it != streams_.end()) {
+    last_key_ = k;
+    return *(last_stream_ = &it->second);
+  }
   if (streams_.size() >= limits_.max_streams) make_room(now);
   stream& s = streams_[k];
   s.seen = now;
-  return s;
+  last_key_ = k;
+  return *(last_stream_ = &s);
 }
 
 bool receive_streams::owe(const key& k, stream& s, std::uint64_t bytes) {
-  debt& d = owed_[k.first];
+  if (!last_debt_ || last_source_ != k.first) {
+    last_source_ = k.first;
+    last_debt_ = &owed_[k.first];
+  }
+  debt& d = *last_debt_;
   if (!s.owed) {
     s.owed = true;
     d.vnodes.push_back(k.second);
@@ -133,6 +157,7 @@ bool receive_streams::owe(const key& k, stream& s, std::uint64_t bytes) {
 // At max_streams: the idle ones go first, then the eighth that was seen longest ago, of those with nothing
 // held or owed (which become so within an acknowledgement delay, so the table passes the bound only briefly).
 void receive_streams::make_room(clock::time_point now) {
+  last_stream_ = nullptr;
   if (expire(now) > 0 && streams_.size() < limits_.max_streams) return;
   std::vector<std::pair<clock::time_point, key>> idle;
   for (const auto& [k, s] : streams_) {

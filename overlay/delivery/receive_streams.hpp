@@ -81,8 +81,8 @@ class receive_streams {
   // The streams to [lo, hi), and the packets held for it, leave with the interval.
   std::pair<std::vector<stream_state>, std::vector<packet>> take_interval(std::uint64_t lo, std::uint64_t hi);
   // Streams that came with an interval (or from a log): merged, and acknowledged again (the giver's own
-  // acknowledgement may have died with it).
-  void adopt(const std::vector<stream_state>& states, clock::time_point now);
+  // acknowledgement may have died with it). At most max_streams of them; returns how many were left out.
+  std::size_t adopt(const std::vector<stream_state>& states, clock::time_point now);
   // Forgets streams idle for `idle` with nothing held or owed. Returns how many.
   std::size_t expire(clock::time_point now);
 
@@ -118,6 +118,12 @@ class receive_streams {
   stream_limits limits_;
   std::unordered_map<key, stream, key_hash> streams_;
   std::unordered_map<node_id, debt> owed_;
+  // The stream and the debt last used: a run of packets from one sender to one virtual node looks them up once.
+  // Elements of an unordered_map stay put until erased; whatever erases resets them.
+  key last_key_{};
+  stream* last_stream_ = nullptr;
+  node_id last_source_ = 0;
+  debt* last_debt_ = nullptr;
   std::uint64_t held_bytes_ = 0;
 };
 

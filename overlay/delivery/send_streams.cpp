@@ -15,18 +15,36 @@ auto find_seq(Deque& out, std::uint64_t seq) {
 }
 }  // namespace
 
+send_streams::stream* send_streams::find(std::uint64_t vnode) {
+  if (last_ && last_vnode_ == vnode) return last_;
+  const auto it = streams_.find(vnode);
+  if (it == streams_.end()) return nullptr;
+  last_vnode_ = vnode;
+  return last_ = &it->second;
+}
+
+void send_streams::erase(std::unordered_map<std::uint64_t, stream>::iterator it) {
+  if (last_ == &it->second) last_ = nullptr;
+  streams_.erase(it);
+}
+
 void send_streams::stamp(packet& p) {
-  stream& s = streams_[p.dest];
+  stream* found = find(p.dest);
+  if (!found) {
+    last_vnode_ = p.dest;
+    found = last_ = &streams_[p.dest];
+  }
+  stream& s = *found;
   p.stream_seq = next_seq_++;
   p.stream_prev = s.out.empty() ? 0 : s.out.back().seq;
   s.out.push_back(outstanding{p.stream_seq, std::nullopt, {}, {}});
 }
 
 std::uint64_t send_streams::keep(packet p, clock::time_point now) {
-  const auto s = streams_.find(p.dest);
-  if (s == streams_.end()) return p.footprint();
-  const auto o = find_seq(s->second.out, p.stream_seq);
-  if (o == s->second.out.end() || o->kept) return p.footprint();  // acknowledged meanwhile (or a stray copy)
+  stream* s = find(p.dest);
+  if (!s) return p.footprint();
+  const auto o = find_seq(s->out, p.stream_seq);
+  if (o == s->out.end() || o->kept) return p.footprint();  // acknowledged meanwhile (or a stray copy)
   o->backoff =
       o->backoff == clock::duration{} ? timing_.resend_after : std::min(2 * o->backoff, timing_.resend_max);
   o->due = now + o->backoff;
@@ -50,7 +68,7 @@ std::optional<std::uint64_t> send_streams::on_ack(std::uint64_t vnode, std::uint
     out.pop_front();
   }
   bytes_kept_ -= freed;
-  if (out.empty()) streams_.erase(s);
+  if (out.empty()) erase(s);
   return freed;
 }
 
@@ -93,6 +111,7 @@ std::vector<packet> send_streams::take_all() {
       if (o.kept) all.push_back(std::move(*o.kept));
     }
     std::erase_if(out, [](const outstanding& o) { return o.kept.has_value(); });
+    if (out.empty() && last_ == &it->second) last_ = nullptr;
     it = out.empty() ? streams_.erase(it) : std::next(it);
   }
   bytes_kept_ = 0;

@@ -69,6 +69,12 @@ class send_streams {
   resend_timing timing_;
   std::uint64_t next_seq_ = 1;
   std::unordered_map<std::uint64_t, stream> streams_;  // by virtual node; a stream with nothing out is erased
+  // The stream last used, and its virtual node: a run of packets to one virtual node looks it up once. Elements
+  // of an unordered_map stay put until erased (erase() resets it).
+  std::uint64_t last_vnode_ = 0;
+  stream* last_ = nullptr;
+  stream* find(std::uint64_t vnode);
+  void erase(std::unordered_map<std::uint64_t, stream>::iterator it);
   std::uint64_t bytes_kept_ = 0;
   std::size_t packets_kept_ = 0;
 };

@@ -448,7 +448,7 @@ void connection::write_more() {
       encode_frame_header(h.data(), frame_type::data, static_cast<std::uint32_t>(length));
       encode_data_head(h.data() + frame_header_bytes,
                        data_head{sp->seq, session_->ack_to_send(), sp->pkt.dest, sp->pkt.source, sp->pkt.tag,
-                                 sp->pkt.hops_left});
+                                 sp->pkt.hops_left, sp->pkt.flags, sp->pkt.stream_seq, sp->pkt.stream_prev});
       iov_.push_back(asio::buffer(h));
       const std::span<const std::byte> body(sp->pkt.body.data(), sp->pkt.body.size());
       bytes += frame_header_bytes + length;

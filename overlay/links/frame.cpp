@@ -1,5 +1,7 @@
 #include "overlay/links/frame.hpp"
 
+#include "overlay/packet.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -83,20 +85,26 @@ void encode_data_head(std::byte* out, const data_head& h) {
   base::store_le<std::uint64_t>(out + 24, h.source);
   base::store_le<std::uint32_t>(out + 32, static_cast<std::uint32_t>(h.tag));
   out[36] = static_cast<std::byte>(h.hops_left);
-  out[37] = std::byte{0};  // flags, none defined yet
+  out[37] = static_cast<std::byte>(h.flags);
   base::store_le<std::uint16_t>(out + 38, 0);
+  base::store_le<std::uint64_t>(out + 40, h.stream_seq);
+  base::store_le<std::uint64_t>(out + 48, h.stream_prev);
 }
 
 frame_error decode_data_head(std::span<const std::byte> payload, data_head& out) {
   if (payload.size() < data_head_bytes) return frame_error::bad_payload;
   const std::byte* p = payload.data();
-  if (p[37] != std::byte{0} || base::load_le<std::uint16_t>(p + 38) != 0) return frame_error::bad_payload;
+  if ((static_cast<std::uint8_t>(p[37]) & ~packet::handed_over) != 0 || base::load_le<std::uint16_t>(p + 38) != 0)
+    return frame_error::bad_payload;
   out.seq = base::load_le<std::uint64_t>(p);
   out.ack = base::load_le<std::uint64_t>(p + 8);
   out.dest = base::load_le<std::uint64_t>(p + 16);
   out.source = base::load_le<std::uint64_t>(p + 24);
   out.tag = static_cast<std::int32_t>(base::load_le<std::uint32_t>(p + 32));
   out.hops_left = static_cast<std::uint8_t>(p[36]);
+  out.flags = static_cast<std::uint8_t>(p[37]);
+  out.stream_seq = base::load_le<std::uint64_t>(p + 40);
+  out.stream_prev = base::load_le<std::uint64_t>(p + 48);
   return frame_error::none;
 }
 

@@ -7,7 +7,7 @@
 //   offset 3  u8   frame type
 //   offset 4  u32  payload length in bytes (not counting the header)
 //
-// A data frame's payload starts with a fixed 40-byte head (data_head) followed by the message body. Control
+// A data frame's payload starts with a fixed 56-byte head (data_head) followed by the message body. Control
 // frames (handshake, ack, routing, goodbye) carry small payloads defined next to their users.
 //
 // Until a link is authenticated its frames may not exceed max_handshake_payload, and the decoder buffers at
@@ -77,7 +77,7 @@ frame_error decode_frame_header(std::span<const std::byte, frame_header_bytes> i
                                 frame_header& out);
 
 // The fixed head of a data frame's payload.
-inline constexpr std::size_t data_head_bytes = 40;
+inline constexpr std::size_t data_head_bytes = 56;
 static_assert(frame_header_bytes + data_head_bytes == base::pool_data_lead_bytes,
               "bodies are pooled where a write places them (base/buffer_pool.hpp)");
 struct data_head {
@@ -87,6 +87,9 @@ struct data_head {
   std::uint64_t source = 0; // origin's resource name
   std::int32_t tag = 0;
   std::uint8_t hops_left = 0;
+  std::uint8_t flags = 0;          // packet::handed_over, or nothing
+  std::uint64_t stream_seq = 0;    // end-to-end numbers (overlay/delivery/send_streams.hpp)
+  std::uint64_t stream_prev = 0;
 };
 void encode_data_head(std::byte* out, const data_head& h);
 frame_error decode_data_head(std::span<const std::byte> payload, data_head& out);
@@ -97,7 +100,7 @@ std::vector<std::byte> make_ack_frame(frame_type type, std::uint64_t ack);  // a
 std::optional<std::uint64_t> decode_ack_payload(std::span<const std::byte> payload);
 
 // One complete frame as frame_decoder hands it out. `payload` and `trailer` are valid until the next call on
-// the decoder. For a data frame read in large mode, `payload` holds only the 40-byte head and `body` the rest
+// the decoder. For a data frame read in large mode, `payload` holds only the 56-byte head and `body` the rest
 // of the payload. `trailer` is the frame's last trailer_bytes() (empty for handshake frames).
 struct frame_view {
   frame_header header;
@@ -123,7 +126,7 @@ class frame_decoder {
   frame_error error() const { return error_; }
 
   // While a large frame is being read in place (between the next() that began it and the one that hands it
-  // out): its header, its head (a data frame's 40 bytes, else empty) and the part of its payload that arrived
+  // out): its header, its head (a data frame's 56 bytes, else empty) and the part of its payload that arrived
   // so far, trailer excluded. Lets the caller check a large frame's tag as it arrives. nullopt otherwise.
   struct large_frame {
     frame_header header;

@@ -20,9 +20,10 @@ void link_session::enqueue(packet p) {
 const sequenced_packet* link_session::next_to_send() {
   if (sent_here_ < unacked_.size()) return &unacked_[sent_here_++];  // resend after a reconnect
   if (pending_.empty()) return nullptr;
-  // The window bounds unacknowledged bytes; one packet always fits so a packet larger than the window moves.
+  // The window bounds unacknowledged bytes; a packet always fits while little is in flight (small_in_flight_bytes),
+  // so a packet larger than the window moves.
   const std::uint64_t size = pending_.front().footprint();
-  if (!unacked_.empty() && in_flight_bytes_ + size > window_bytes_) return nullptr;
+  if (in_flight_bytes_ > small_in_flight_bytes && in_flight_bytes_ + size > window_bytes_) return nullptr;
   unacked_.push_back(sequenced_packet{next_seq_++, std::move(pending_.front())});
   pending_.pop_front();
   in_flight_bytes_ += size;
@@ -46,6 +47,7 @@ std::uint64_t link_session::free_acknowledged() {
   std::uint64_t freed = 0;
   while (!unacked_.empty() && unacked_.front().seq <= upto) {
     freed += unacked_.front().pkt.footprint();
+    if (unacked_.front().pkt.numbered_here) departed_.push_back(std::move(unacked_.front().pkt));
     unacked_.pop_front();
     if (sent_here_ > 0) --sent_here_;
   }
@@ -54,13 +56,14 @@ std::uint64_t link_session::free_acknowledged() {
   return freed;
 }
 
-void link_session::resume(std::uint64_t peer_resume_ack) {
+std::uint64_t link_session::resume(std::uint64_t peer_resume_ack) {
   // No write is in progress on a new connection, so everything the peer has can go at once. An ack beyond
   // what we sent cannot come from this session's peer; clamp it and resend the rest.
   sent_here_ = 0;
   written_ = next_seq_ - 1;
-  on_ack(std::min(peer_resume_ack, next_seq_ - 1));
+  const auto freed = on_ack(std::min(peer_resume_ack, next_seq_ - 1));
   written_ = peer_ack_;
+  return freed.value_or(0);
 }
 
 std::vector<packet> link_session::take_unsent() {
@@ -84,6 +87,16 @@ std::vector<packet> link_session::take_all() {
   sent_here_ = 0;
   bytes_held_ = 0;
   in_flight_bytes_ = 0;
+  return out;
+}
+
+std::vector<packet> link_session::copy_stranded() {
+  std::vector<packet> out;
+  for (auto& sp : unacked_) {
+    if (!sp.pkt.numbered_here || sp.copied) continue;
+    sp.copied = true;
+    out.push_back(sp.pkt);
+  }
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "overlay/packet.hpp"
@@ -26,10 +27,16 @@ namespace phoenix::overlay {
 struct sequenced_packet {
   std::uint64_t seq = 0;
   packet pkt;
+  bool copied = false;  // copy_stranded() made a copy of it
 };
 
 class link_session {
  public:
+  // A packet of any size may go while at most this much is in flight: a large body is not held back, for an
+  // ack delay, behind a few small frames (an end-to-end acknowledgement, say) that filled no window. Both ends
+  // keep to it; a receiver holds at most the window, this, and one packet.
+  static constexpr std::uint64_t small_in_flight_bytes = 64 * 1024;
+
   explicit link_session(std::uint64_t window_bytes, std::uint64_t first_seq = 1);
 
   // --- sending side ---
@@ -42,14 +49,24 @@ class link_session {
   std::optional<std::uint64_t> on_ack(std::uint64_t ack);
   // The write of everything up to `seq` completed on the current connection. Returns the bytes freed.
   std::uint64_t mark_written(std::uint64_t seq);
+  // Packets freed by on_ack or mark_written (counted in what they returned) that their origin keeps until their
+  // owner acknowledges them (packet::numbered_here): handed back rather than destroyed.
+  // Swapped with `into` (which the caller emptied), so that both keep their capacity.
+  void take_departed(std::vector<packet>& into) { departed_.swap(into); }
+  bool has_departed() const { return !departed_.empty(); }
   // A new connection came up and the peer has everything up to `peer_resume_ack`: resend the rest.
   // Precondition: peer_resume_ack <= highest_sent() (the caller refuses a connection that claims more).
-  void resume(std::uint64_t peer_resume_ack);
+  // Returns the bytes freed (what the peer had).
+  std::uint64_t resume(std::uint64_t peer_resume_ack);
   std::uint64_t highest_sent() const { return next_seq_ - 1; }
   // Packets never sent (still pending), handed back so the caller can route them another way.
   std::vector<packet> take_unsent();
   // Every packet the session holds, sent or not, in order (used when the peer is gone for good).
   std::vector<packet> take_all();
+  // Copies of the packets sent and unacknowledged that their origin keeps until their owner acknowledges them
+  // (packet::numbered_here), each once: the peer may be gone, and only the origin can send them again. The
+  // originals stay, for the peer should it come back (end-to-end delivery drops the second copy).
+  std::vector<packet> copy_stranded();
 
   // --- receiving side ---
   enum class receipt { accept, duplicate, gap };
@@ -61,18 +78,15 @@ class link_session {
   bool ack_owed() const { return ack_to_send() != acked_to_peer_; }
   void note_ack_sent(std::uint64_t ack) {
     acked_to_peer_ = ack;
-    if (ack == received_) bytes_beyond_ack_ = packets_beyond_ack_ = 0;
+    if (ack == received_) bytes_beyond_ack_ = 0;
   }
   void hold_acks(bool held) { acks_held_ = held; }
   // Packets accepted beyond the last ack sent, and their footprints: what the peer has in flight, at least. A
   // peer that keeps to the window this node announced (window_bytes) never has more in flight than the window,
-  // or than one packet of any size (next_to_send).
-  void count_beyond_ack(std::uint64_t footprint) {
-    bytes_beyond_ack_ += footprint;
-    ++packets_beyond_ack_;
-  }
+  // or than small_in_flight_bytes and one packet of any size (next_to_send).
+  void count_beyond_ack(std::uint64_t footprint) { bytes_beyond_ack_ += footprint; }
   bool would_exceed_window(std::uint64_t footprint, std::uint64_t window_bytes) const {
-    return packets_beyond_ack_ >= 1 && bytes_beyond_ack_ + footprint > window_bytes;
+    return bytes_beyond_ack_ > small_in_flight_bytes && bytes_beyond_ack_ + footprint > window_bytes;
   }
   std::uint64_t bytes_beyond_ack() const { return bytes_beyond_ack_; }
   // The window this end sends within: the least of its own and what the peer announced it accepts.
@@ -103,12 +117,12 @@ class link_session {
   std::uint64_t written_ = 0;   // highest sequence number whose write completed
 
   std::uint64_t free_acknowledged();
+  std::vector<packet> departed_;
 
   std::uint64_t received_ = 0;
   std::uint64_t acked_to_peer_ = 0;
   bool acks_held_ = false;
   std::uint64_t bytes_beyond_ack_ = 0;
-  std::uint64_t packets_beyond_ack_ = 0;
   std::uint64_t bytes_since_ack_ = 0;
 };
 

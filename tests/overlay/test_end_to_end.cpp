@@ -379,3 +379,23 @@ TEST_CASE(
   }
   CHECK(runs_with_resends > 100);
 }
+
+// Streams with held packets are never forgotten, so past max_streams nothing more is held (its sender sends it
+// again), and a giver's or a log's states beyond max_streams are left out.
+TEST_CASE("end-to-end: past max_streams nothing more is held, and adopt takes at most max_streams states") {
+  receive_streams owner(stream_limits{.max_streams = 4});
+  const auto now = clock_type::now();
+  for (std::uint64_t v = 0; v < 5; ++v) {
+    packet p = to_vnode(v);
+    p.stream_seq = 10 + v;
+    p.stream_prev = 1;  // never delivered here: every one waits
+    REQUIRE(owner.check(p, now).what == receive_streams::verdict::hold);
+    CHECK(owner.hold(p) == (v < 4));
+  }
+  CHECK(owner.streams() == 5);  // the fifth exists (it was checked), holding nothing
+  receive_streams taker(stream_limits{.max_streams = 4});
+  std::vector<stream_state> states;
+  for (std::uint64_t v = 0; v < 10; ++v) states.push_back({sender, v, 7});
+  CHECK(taker.adopt(states, now) == 6);
+  CHECK(taker.streams() == 4);
+}

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "overlay/links/frame.hpp"
+#include "overlay/packet.hpp"
 
 using namespace phoenix::overlay;
 
@@ -60,7 +61,8 @@ TEST_CASE("frame: header layout is little-endian with magic, version, type, leng
 }
 
 TEST_CASE("frame: data head round trip keeps every field, including 64-bit values above 2^32") {
-  const data_head in{(1ull << 63) + 5, (1ull << 40) + 7, 0xFFFFFFFFFFFFFFF0ull, 0x123456789ABCDEF0ull, -42, 63};
+  const data_head in{(1ull << 63) + 5, (1ull << 40) + 7, 0xFFFFFFFFFFFFFFF0ull, 0x123456789ABCDEF0ull, -42, 63,
+                     packet::handed_over, (1ull << 62) + 3, (1ull << 33) + 1};
   std::byte buf[data_head_bytes];
   encode_data_head(buf, in);
   data_head out;
@@ -71,7 +73,13 @@ TEST_CASE("frame: data head round trip keeps every field, including 64-bit value
   CHECK(out.source == in.source);
   CHECK(out.tag == in.tag);
   CHECK(out.hops_left == in.hops_left);
+  CHECK(out.flags == in.flags);
+  CHECK(out.stream_seq == in.stream_seq);
+  CHECK(out.stream_prev == in.stream_prev);
   CHECK(decode_data_head(std::span<const std::byte>(buf, data_head_bytes - 1), out) == frame_error::bad_payload);
+  // A flag no version defines closes the connection rather than being ignored.
+  buf[37] = std::byte{0x02};
+  CHECK(decode_data_head(std::span<const std::byte>(buf, data_head_bytes), out) == frame_error::bad_payload);
 }
 
 TEST_CASE("frame: decoder reassembles frames split at every byte boundary") {

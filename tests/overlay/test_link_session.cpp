@@ -46,13 +46,31 @@ TEST_CASE("link_session: an ack for a number never sent is refused") {
 }
 
 TEST_CASE("link_session: the window bounds unacknowledged bytes") {
-  const std::size_t one = make_packet(0, 1000).footprint();
+  const std::size_t one = make_packet(0, 40'000).footprint();
   link_session s(3 * one);
-  for (int i = 0; i < 10; ++i) s.enqueue(make_packet(static_cast<std::uint64_t>(i), 1000));
+  for (int i = 0; i < 10; ++i) s.enqueue(make_packet(static_cast<std::uint64_t>(i), 40'000));
   CHECK(send_all(s).size() == 3);
   s.mark_written(3);
   s.on_ack(2);
   CHECK(send_all(s) == std::vector<std::uint64_t>{4, 5});
+}
+
+TEST_CASE("link_session: a few small frames in flight do not hold a body larger than the window back") {
+  link_session s(1 << 20);
+  s.enqueue(make_packet(1, 100));
+  s.enqueue(make_packet(2, 100));
+  s.enqueue(make_packet(3, 4 << 20));  // four times the window
+  s.enqueue(make_packet(4, 100));
+  CHECK(send_all(s) == std::vector<std::uint64_t>{1, 2, 3});  // the next waits for an ack
+  // The receiving end's check agrees: two small packets beyond its last ack, then the large one, are allowed.
+  link_session r(1 << 20);
+  for (const std::size_t body : {100, 100}) {
+    REQUIRE_FALSE(r.would_exceed_window(make_packet(0, body).footprint(), 1 << 20));
+    r.count_beyond_ack(make_packet(0, body).footprint());
+  }
+  CHECK_FALSE(r.would_exceed_window(make_packet(0, 4 << 20).footprint(), 1 << 20));
+  r.count_beyond_ack(make_packet(0, 4 << 20).footprint());
+  CHECK(r.would_exceed_window(make_packet(0, 100).footprint(), 1 << 20));
 }
 
 TEST_CASE("link_session: resume resends exactly what the peer did not get, in order, before new packets") {
@@ -156,11 +174,11 @@ TEST_CASE("link_session: sender and receiver pair loses and duplicates nothing a
 }
 
 TEST_CASE("link_session: take_unsent returns pending packets, keeps the unacknowledged ones") {
-  link_session s(make_packet(0).footprint() * 2);
-  for (int i = 0; i < 5; ++i) s.enqueue(make_packet(static_cast<std::uint64_t>(i)));
+  link_session s(make_packet(0, 40'000).footprint() * 2);
+  for (int i = 0; i < 5; ++i) s.enqueue(make_packet(static_cast<std::uint64_t>(i), 40'000));
   send_all(s);
   const auto unsent = s.take_unsent();
-  CHECK(unsent.size() == 3);
+  REQUIRE(unsent.size() == 3);
   CHECK(unsent.front().dest == 2);
   CHECK(s.unacked_count() == 2);
   const auto all = s.take_all();

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "migration/message.hpp"
+#include "overlay/delivery/stream_codec.hpp"
 #include "phoenix/migration_driver.hpp"
 #include "phoenix/progress.hpp"
 
@@ -34,6 +35,9 @@ struct test_node {
   phoenix::progress_engine progress;
   std::vector<Interval> assumed;
   std::vector<Bytes> unpacked;
+  // The end-to-end streams' states that came with the intervals assumed (each release gives one that names
+  // the releasing node and the interval).
+  std::vector<phoenix::overlay::stream_state> streams;
   std::unique_ptr<migration_driver> driver;
   bool pack_fails = false;
 };
@@ -60,7 +64,7 @@ struct test_net {
       REQUIRE(m);
       in_flight.push_back({p.dest, std::move(p), m->what});
     };
-    ops.release = [self](Interval i) {
+    ops.release = [self, name](Interval i) {
       auto& a = self->assumed;
       const auto it = std::find_if(a.begin(), a.end(), [&](Interval x) { return x.lo == i.lo || x.hi == i.hi; });
       REQUIRE(it != a.end());
@@ -71,8 +75,16 @@ struct test_net {
       } else {
         it->hi = i.lo;
       }
+      const std::vector<phoenix::overlay::stream_state> streams{{name, i.lo, i.hi}};
+      return phoenix::overlay::encode_states(streams);
     };
-    ops.assume = [self](Interval i) { self->assumed.push_back(i); };
+    ops.assume = [self](Interval i, std::span<const std::byte> streams) {
+      self->assumed.push_back(i);
+      if (streams.empty()) return;  // a decline's or an adoption's
+      const auto states = phoenix::overlay::decode_states(streams);
+      REQUIRE(states);
+      self->streams.insert(self->streams.end(), states->begin(), states->end());
+    };
     ops.reachable = [this](std::uint64_t to) { return !unreachable.count(to); };
     n->driver =
         std::make_unique<migration_driver>("n" + std::to_string(name), name, space, std::move(ops), leases);
@@ -155,6 +167,8 @@ TEST_CASE("migration driver: state chunks that overtake their state_begin are ke
   CHECK(taker->assumed.size() == 2);
   REQUIRE(taker->unpacked.size() == 1);
   CHECK(taker->unpacked[0] == pattern(bytes, 50));  // take half from below: [50, 100)
+  // The streams' state came with it, apart from the application's bytes.
+  CHECK(taker->streams == std::vector<phoenix::overlay::stream_state>{{giver->driver->protocol().self(), 50, 100}});
   REQUIRE(giver->assumed.size() == 1);
   CHECK(giver->assumed[0].lo == 0);
   CHECK(giver->assumed[0].hi == 50);
@@ -263,6 +277,8 @@ TEST_CASE("migration driver: a state nobody expects any more is refused, and its
   CHECK(taker->unpacked.empty());
   REQUIRE(giver->unpacked.size() == 1);
   CHECK(giver->unpacked[0] == pattern(bytes, 50));
+  // The streams' state came back with it.
+  CHECK(giver->streams == std::vector<phoenix::overlay::stream_state>{{giver->driver->protocol().self(), 50, 100}});
   check_nothing_moved(*giver, *taker);
 }
 

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "overlay/links/frame.hpp"
+
 namespace phoenix::test {
 
 inline int loopback_listener(std::uint16_t& port) {
@@ -179,8 +181,9 @@ class tamper_proxy {
       return true;
     }
     if (index != 0) return true;
-    if (attack_ == attack::flip_body_byte && nth == target_frame && out.front().size() > 8 + 40) {
-      out.front()[8 + 40] ^= std::byte{0x01};
+    constexpr std::size_t body_at = overlay::frame_header_bytes + overlay::data_head_bytes;
+    if (attack_ == attack::flip_body_byte && nth == target_frame && out.front().size() > body_at) {
+      out.front()[body_at] ^= std::byte{0x01};
       attacked_ = true;
     } else if (attack_ == attack::replay && nth == target_frame) {
       out.push_back(out.front());
