@@ -169,12 +169,11 @@ void forwarder::deliver_numbered(packet p) {
       return owe_acks(source, false);  // its sender has not heard: tell it again
     case receive_streams::verdict::hold:
       if (p.numbered_here) {
-        // This node's own, delivered here: nobody else keeps it. Kept like one a first hop took, it is sent
-        // again (naming the predecessor still unacknowledged then), so it never waits for one delivered
-        // elsewhere before this node assumed the virtual node.
-        std::vector<packet> own;  // its bytes were counted out by route(), as a first hop's ack does
-        own.push_back(std::move(p));
-        return departed(own);
+        // This node's own: nobody else keeps it. A copy is kept like one a first hop took and sent again
+        // (naming the predecessor still unacknowledged then), should the predecessor never come here; the
+        // original is held like any other, and moves with the interval.
+        std::vector<packet> own{p};  // departed() counts the copy's bytes in while it is kept
+        departed(own);
       }
       if (!received_.hold(std::move(p))) {
         logger()->debug("{}: no room to hold a packet from {:x} for {} before its predecessor; its sender sends it "
