@@ -180,6 +180,10 @@ class overlay final : public connection_owner {
   std::optional<node_id> owner_of(std::uint64_t vnode) const { return routing_.table().owner_of(vnode); }
   overlay_view view() const;
   std::vector<overlay_view::lost_owner> orphaned() const;  // view().lost_owners alone
+  void note_lost_in_transit(node_id taker, base::interval given,
+                            std::chrono::steady_clock::duration unreachable_for) {
+    routing_.note_lost_in_transit(taker, given, unreachable_for);
+  }
 
   // connection_owner
   link_resume resume_for(node_id peer) override;

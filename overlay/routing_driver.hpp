@@ -43,6 +43,12 @@ class routing_driver {
   bool is_local(std::uint64_t dest) const;
   std::optional<node_id> next_hop_for(std::uint64_t dest) const;
   const route_table& table() const { return table_; }
+  // An interval this node gave to a taker unreachable for `unreachable_for` before anyone heard it assume the
+  // interval: reported as lost with the taker (route_table::note_lost_in_transit).
+  void note_lost_in_transit(node_id taker, base::interval given,
+                            std::chrono::steady_clock::duration unreachable_for) {
+    table_.note_lost_in_transit(taker, given, std::chrono::steady_clock::now() - unreachable_for);
+  }
 
   // Link events. A leaving neighbour counts as down: routes through it are gone for good.
   void neighbour_up(node_id peer);

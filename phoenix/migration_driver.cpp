@@ -380,9 +380,10 @@ void migration_driver::tick(std::chrono::steady_clock::time_point now) {
     if (gone && *gone >= leases_.gone_after) {
       if (const auto lost = protocol_.partner_gone(taker)) {
         logger()->error(
-            "{}: {:x} has been unreachable for {} ms with [{}, {}) on its way to it: lost with it "
-            "unless it comes back",
+            "{}: {:x} has been unreachable for {} ms with [{}, {}) on its way to it: reported orphaned with "
+            "it, lost unless it comes back",
             name_, taker, leases_.gone_after.count(), lost->lo, lost->hi);
+        if (ops_.lost_in_transit) ops_.lost_in_transit(taker, *lost, *gone);
       }
       std::erase_if(out_, [&](const outgoing& o) { return o.taker == taker; });
     }

@@ -64,6 +64,10 @@ class migration_driver {
     std::function<void(Interval)> adoption_told;
     // Whether this node has a route to a resource name now. Unset: always.
     std::function<bool(vp_t)> reachable;
+    // An interval released to a taker that has been unreachable this long without being heard to assume it:
+    // reported as orphaned with the taker's (Node::orphaned), so that orphan_policy "adopt" assumes it. Unset:
+    // nothing.
+    std::function<void(vp_t, Interval, std::chrono::steady_clock::duration)> lost_in_transit;
   };
   struct lease_config {
     std::chrono::milliseconds lease = migration::lock_protocol::default_lease;

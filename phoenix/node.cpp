@@ -179,7 +179,10 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
                                    const auto it = std::find(adoption_untold_.begin(), adoption_untold_.end(), s);
                                    if (it != adoption_untold_.end()) adoption_untold_.erase(it);
                                  },
-                                 [this](vp_t n) { return overlay_->can_reach(n); }},
+                                 [this](vp_t n) { return overlay_->can_reach(n); },
+                                 [this](vp_t taker, Interval s, std::chrono::steady_clock::duration gone) {
+                                   overlay_->note_lost_in_transit(taker, s, gone);
+                                 }},
       migration_driver::lease_config{std::chrono::milliseconds(config_.migration_lease_ms),
                                      std::chrono::milliseconds(config_.orphan_after_ms)});
   sync_migration_interval();

@@ -4,7 +4,9 @@
 // The node whose interval ends where an orphaned one begins adopts it once its owner has been unreachable for
 // `after` (orphan_after_ms: as soon as it is reported). Where nobody's interval ends there (the orphan begins
 // at 0, or what lies below is nobody's too), the node whose interval begins where it ends adopts it after twice
-// that: a lower neighbour that exists but is not known here yet goes first. A node that assumes
+// that: a lower neighbour that exists but is not known here yet goes first. After four times the wait it adopts
+// whatever lies below: a lower neighbour that has not adopted by then does not know the orphan (an interval
+// lost on its way from this node to a taker that crashed is known to this node alone). A node that assumes
 // nothing, or several intervals, adopts nothing: the migration protocol needs one interval, and adopting only
 // what touches it keeps it one.
 #pragma once

@@ -373,6 +373,25 @@ void route_table::note_lost(node_id source, const std::vector<route_interval>& i
   lost_intervals_ += intervals.size();
 }
 
+void route_table::note_lost_in_transit(node_id taker, route_interval given, time_point since) {
+  if (taker == self_ || given.empty() || is_reachable(taker)) return;
+  std::vector<route_interval> all{given};
+  if (const auto it = lost_.find(taker); it != lost_.end()) {
+    all.insert(all.end(), it->second.intervals.begin(), it->second.intervals.end());
+    since = std::min(since, it->second.since);
+  }
+  std::sort(all.begin(), all.end(), [](route_interval a, route_interval b) { return a.lo < b.lo; });
+  std::vector<route_interval> merged;
+  for (const auto i : all) {
+    if (!merged.empty() && i.lo <= merged.back().hi) {
+      merged.back().hi = std::max(merged.back().hi, i.hi);
+    } else {
+      merged.push_back(i);
+    }
+  }
+  note_lost(taker, merged, since);
+}
+
 void route_table::drop_lost(node_id source) {
   const auto it = lost_.find(source);
   if (it == lost_.end()) return;
@@ -399,11 +418,51 @@ std::vector<route_interval> route_table::unowned(const std::vector<route_interva
   return out;
 }
 
+// `intervals` (sorted, disjoint) with the stretches next to them that `covered` (sorted, disjoint) leaves out
+// up to a covered one: not the ends of the space, which may never have been anyone's.
+std::vector<route_interval> route_table::with_gaps(const std::vector<route_interval>& intervals,
+                                                   const std::vector<route_interval>& covered) const {
+  std::vector<route_interval> out;
+  for (const auto& i : intervals) {
+    // The covered stretch that holds i (every record's intervals are in `covered`), and those either side.
+    auto it = std::upper_bound(covered.begin(), covered.end(), i.lo,
+                               [](std::uint64_t v, const route_interval& c) { return v < c.lo; });
+    if (it == covered.begin()) continue;
+    --it;
+    route_interval wide = i;
+    if (it->lo == i.lo && it != covered.begin()) wide.lo = std::prev(it)->hi;
+    if (it->hi == i.hi && std::next(it) != covered.end()) wide.hi = std::next(it)->lo;
+    if (!out.empty() && wide.lo <= out.back().hi) {
+      out.back().hi = std::max(out.back().hi, wide.hi);
+    } else {
+      out.push_back(wide);
+    }
+  }
+  return out;
+}
+
 std::vector<route_table::lost_owner> route_table::lost_owners(time_point now, std::chrono::nanoseconds after) const {
   std::vector<lost_owner> out;
+  if (lost_.empty()) return out;
+  // What is owned, and what every lost owner held: between them lie the intervals that were on their way.
+  if (index_stale_) rebuild_owner_index();
+  std::vector<route_interval> claimed;
+  for (const auto& slot : owner_index_) claimed.push_back({slot.lo, slot.hi});
+  for (const auto& [source, record] : lost_)
+    claimed.insert(claimed.end(), record.intervals.begin(), record.intervals.end());
+  std::sort(claimed.begin(), claimed.end(), [](route_interval a, route_interval b) { return a.lo < b.lo; });
+  std::vector<route_interval> covered;
+  for (const auto& c : claimed) {
+    if (c.lo >= c.hi) continue;
+    if (!covered.empty() && c.lo <= covered.back().hi) {
+      covered.back().hi = std::max(covered.back().hi, c.hi);
+    } else {
+      covered.push_back(c);
+    }
+  }
   for (const auto& [source, record] : lost_) {
     if (now - record.since < after) continue;
-    auto left = unowned(record.intervals);
+    auto left = unowned(with_gaps(record.intervals, covered));
     if (!left.empty()) out.push_back(lost_owner{source, std::move(left), record.since});
   }
   return out;

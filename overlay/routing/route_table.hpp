@@ -197,6 +197,11 @@ class route_table {
   // finalizes withdraws its intervals first, so it is not one of these.) The record outlives the source's
   // entry (source_expiry) and goes when the source is reachable again or others own all of its intervals; at
   // most max_sources records and max_held_intervals intervals over all of them, the oldest dropped first.
+  // An interval on its way to or from an owner when it went is nobody's too, with nothing to say whose: the
+  // interval between one of the owner's and the next one owned (by a reachable source, this node or another
+  // lost owner; not below the lowest nor above the highest) is counted as the lost owner's. Intervals only move between owners next to each other, so
+  // such a gap is one the lost owner was giving or taking; a giver that crashed after sending the whole state
+  // leaves a gap that its taker fills before `after`.
   struct lost_owner {
     node_id source = 0;
     std::vector<route_interval> intervals;  // those that no reachable source (nor this node) owns now
@@ -204,6 +209,10 @@ class route_table {
   };
   // The records at least `after` old with some interval still nobody's, by source.
   std::vector<lost_owner> lost_owners(time_point now, std::chrono::nanoseconds after) const;
+  // An interval this node gave to `taker`, which became unreachable at `since` before anyone heard it assume
+  // the interval: recorded as the taker's, like what it advertised (only the giver knows it left). Nothing if
+  // the taker is reachable, or is this node.
+  void note_lost_in_transit(node_id taker, route_interval given, time_point since);
 
   // --- introspection (for the shell/tests) ---
   struct route_view {
@@ -315,6 +324,8 @@ class route_table {
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
+  std::vector<route_interval> with_gaps(const std::vector<route_interval>& intervals,
+                                        const std::vector<route_interval>& covered) const;
 
   node_id self_;
   route_params params_;

@@ -23,9 +23,10 @@ TEST_CASE("orphan adoption: the node whose interval ends where the orphan begins
   CHECK(got->owner == 77);
 }
 
-TEST_CASE("orphan adoption: the node above adopts only if nobody's interval ends below the orphan, and after twice the wait") {
+TEST_CASE("orphan adoption: the node above adopts after twice the wait if nobody's interval ends below the orphan, after four times if the node below did not") {
   const std::vector<Interval> mine{{200, 300}};
   CHECK_FALSE(adoption_for(mine, {orphan(100, 200, 30s)}, 10s, everyone));  // the node below adopts
+  CHECK(adoption_for(mine, {orphan(100, 200, 40s)}, 10s, everyone));  // it does not know the orphan
   CHECK_FALSE(adoption_for(mine, {orphan(100, 200, 15s)}, 10s, nobody));    // it may not be known here yet
   CHECK(adoption_for(mine, {orphan(100, 200, 20s)}, 10s, nobody));
   CHECK(adoption_for({{50, 60}}, {orphan(0, 50, 20s)}, 10s, everyone));  // nothing lies below 0
