@@ -152,7 +152,7 @@ void forwarder::routes_changed() {
 // A packet for a virtual node this node assumes: delivered if it is the next of its stream (and then whatever
 // was held behind it), dropped if it was delivered before, held if it came before its predecessor.
 void forwarder::deliver_numbered(packet p) {
-  const auto r = received_.check(p, std::chrono::steady_clock::now());
+  const auto r = received_.check(p);
   const node_id source = p.source;
   const std::uint64_t vnode = p.dest;
   const bool numbered = p.stream_seq != 0 && !(p.flags & packet::handed_over);
@@ -208,7 +208,7 @@ void forwarder::flush_acks() {
 // One packet to the sender's resource name with everything owed to it (a packet of this node's own: it counts
 // against nothing an application reserved, like a forwarded one).
 void forwarder::send_acks(node_id source) {
-  const auto acks = received_.take_acks(source);
+  const auto acks = received_.take_acks(source, std::chrono::steady_clock::now());
   if (acks.empty()) return;
   packet a;
   a.dest = source;

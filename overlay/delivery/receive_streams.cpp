@@ -4,13 +4,12 @@
 
 namespace phoenix::overlay {
 
-receive_streams::result receive_streams::check(const packet& p, clock::time_point now) {
+receive_streams::result receive_streams::check(const packet& p) {
   // Not numbered (to a resource name), or handed over by the previous owner, which delivered it already.
   if (p.stream_seq == 0 || (p.flags & packet::handed_over)) return {verdict::deliver};
   if (p.stream_prev >= p.stream_seq) return {verdict::malformed};
   const key k{p.source, p.dest};
-  stream& s = find_or_add(k, now);
-  s.seen = now;
+  stream& s = find_or_add(k);
   if (p.stream_seq <= s.last) {
     owe(k, s, 0);  // its sender has not heard of it: acknowledged again
     return {verdict::duplicate};
@@ -57,7 +56,8 @@ std::vector<node_id> receive_streams::owing() const {
   return out;
 }
 
-std::vector<stream_ack> receive_streams::take_acks(node_id source) {
+std::vector<stream_ack> receive_streams::take_acks(node_id source, clock::time_point now) {
+  latest_ = std::max(latest_, now);
   const auto d = owed_.find(source);
   if (d == owed_.end()) return {};
   last_debt_ = nullptr;
@@ -66,6 +66,7 @@ std::vector<stream_ack> receive_streams::take_acks(node_id source) {
     const auto it = streams_.find(key{source, vnode});
     if (it == streams_.end() || !it->second.owed) continue;
     it->second.owed = false;
+    it->second.seen = now;
     acks.push_back({vnode, it->second.last});
   }
   owed_.erase(d);
@@ -104,7 +105,8 @@ std::size_t receive_streams::adopt(const std::vector<stream_state>& states, cloc
   for (std::size_t i = 0; i < n; ++i) {
     const stream_state& st = states[i];
     const key k{st.source, st.vnode};
-    stream& s = find_or_add(k, now);
+    latest_ = std::max(latest_, now);
+    stream& s = find_or_add(k);
     s.last = std::max(s.last, st.last);
     s.seen = now;
     owe(k, s, 0);
@@ -113,6 +115,7 @@ std::size_t receive_streams::adopt(const std::vector<stream_state>& states, cloc
 }
 
 std::size_t receive_streams::expire(clock::time_point now) {
+  latest_ = std::max(latest_, now);
   last_stream_ = nullptr;
   return std::erase_if(streams_, [&](const auto& entry) {
     const stream& s = entry.second;
@@ -126,15 +129,15 @@ std::optional<std::uint64_t> receive_streams::last(node_id source, std::uint64_t
   return it->second.last;
 }
 
-receive_streams::stream& receive_streams::find_or_add(const key& k, clock::time_point now) {
+receive_streams::stream& receive_streams::find_or_add(const key& k) {
   if (last_stream_ && last_key_ == k) return *last_stream_;
   if (const auto it = streams_.find(k); it != streams_.end()) {
     last_key_ = k;
     return *(last_stream_ = &it->second);
   }
-  if (streams_.size() >= limits_.max_streams) make_room(now);
+  if (streams_.size() >= limits_.max_streams) make_room();
   stream& s = streams_[k];
-  s.seen = now;
+  s.seen = latest_;
   last_key_ = k;
   return *(last_stream_ = &s);
 }
@@ -156,9 +159,9 @@ bool receive_streams::owe(const key& k, stream& s, std::uint64_t bytes) {
 
 // At max_streams: the idle ones go first, then the eighth that was seen longest ago, of those with nothing
 // held or owed (which become so within an acknowledgement delay, so the table passes the bound only briefly).
-void receive_streams::make_room(clock::time_point now) {
+void receive_streams::make_room() {
   last_stream_ = nullptr;
-  if (expire(now) > 0 && streams_.size() < limits_.max_streams) return;
+  if (expire(latest_) > 0 && streams_.size() < limits_.max_streams) return;
   std::vector<std::pair<clock::time_point, key>> idle;
   for (const auto& [k, s] : streams_) {
     if (!s.owed && s.held.empty()) idle.emplace_back(s.seen, k);

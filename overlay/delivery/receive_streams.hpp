@@ -9,7 +9,7 @@
 // state of the streams to an interval's virtual nodes moves with the interval (take_interval, adopt).
 //
 // Bounds: at most `max_streams` streams (past it the longest idle, with nothing held or owed, are forgotten),
-// and a stream idle for `idle` is forgotten. A copy that comes after that is delivered again; the sender sends
+// and a stream idle for `idle` since its last acknowledgement is forgotten. A copy that comes after that is delivered again; the sender sends
 // copies only of what it has no acknowledgement for, for at most `idle` after it first left.
 //
 // Pure: no I/O, no clock (the time is passed in). One thread (the node's I/O context).
@@ -66,8 +66,9 @@ class receive_streams {
     verdict what;
     bool ack_now = false;  // enough is owed to p's sender to acknowledge at once (take_acks)
   };
-  // p arrived for a virtual node this node assumes.
-  result check(const packet& p, clock::time_point now);
+  // p arrived for a virtual node this node assumes. No time: a stream's idleness counts from its last
+  // acknowledgement (take_acks), as one owed an acknowledgement is never idle.
+  result check(const packet& p);
   // Keeps p (verdict hold) until its predecessor comes. False if that would pass max_held_bytes: drop it.
   bool hold(packet p);
   // After a delivery to (source, vnode): a held packet that may be delivered now (counted as delivered).
@@ -76,7 +77,7 @@ class receive_streams {
 
   // Acknowledgements owed: the senders owed any, and then each one's (taken, so owed no more).
   std::vector<node_id> owing() const;
-  std::vector<stream_ack> take_acks(node_id source);
+  std::vector<stream_ack> take_acks(node_id source, clock::time_point now);
 
   // The streams to [lo, hi), and the packets held for it, leave with the interval.
   std::pair<std::vector<stream_state>, std::vector<packet>> take_interval(std::uint64_t lo, std::uint64_t hi);
@@ -99,7 +100,7 @@ class receive_streams {
   };
   struct stream {
     std::uint64_t last = 0;
-    clock::time_point seen{};
+    clock::time_point seen{};  // acknowledged last (or adopted, or added)
     bool owed = false;                     // delivered since the last acknowledgement
     std::map<std::uint64_t, packet> held;  // by number
   };
@@ -110,10 +111,10 @@ class receive_streams {
     std::uint32_t packets = 0;
   };
 
-  stream& find_or_add(const key& k, clock::time_point now);
+  stream& find_or_add(const key& k);
   // Returns whether the sender is owed enough to acknowledge at once.
   bool owe(const key& k, stream& s, std::uint64_t bytes);
-  void make_room(clock::time_point now);
+  void make_room();
 
   stream_limits limits_;
   std::unordered_map<key, stream, key_hash> streams_;
@@ -125,6 +126,7 @@ class receive_streams {
   node_id last_source_ = 0;
   debt* last_debt_ = nullptr;
   std::uint64_t held_bytes_ = 0;
+  clock::time_point latest_{};  // the latest time passed in: new streams start from it
 };
 
 }  // namespace phoenix::overlay

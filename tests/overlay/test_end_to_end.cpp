@@ -32,9 +32,9 @@ packet to_vnode(std::uint64_t vnode, std::size_t bytes = 8, std::int32_t tag = 0
 }
 
 // What the owner does with p: delivers it and whatever it held behind it; returns the tags delivered.
-std::vector<std::int32_t> arrive(receive_streams& owner, packet p, clock_type::time_point now) {
+std::vector<std::int32_t> arrive(receive_streams& owner, packet p) {
   std::vector<std::int32_t> out;
-  const auto r = owner.check(p, now);
+  const auto r = owner.check(p);
   if (r.what == receive_streams::verdict::hold) owner.hold(std::move(p));
   if (r.what != receive_streams::verdict::deliver) return out;
   out.push_back(p.tag);
@@ -107,20 +107,20 @@ TEST_CASE("end-to-end: the owner delivers each stream once and in send order, wh
   const auto now = clock_type::now();
   std::vector<std::int32_t> got;
   for (const std::size_t i : {2, 0, 0, 4, 1, 2, 5, 3, 3}) {
-    for (const auto tag : arrive(owner, sent[i], now)) got.push_back(tag);
+    for (const auto tag : arrive(owner, sent[i])) got.push_back(tag);
   }
   CHECK(got == std::vector<std::int32_t>{0, 1, 2, 3, 4, 5});
   CHECK(owner.held_bytes() == 0);
   CHECK(owner.last(sender, 5) == sent.back().stream_seq);
   // One acknowledgement, of the last.
   CHECK(owner.owing() == std::vector<node_id>{sender});
-  CHECK(owner.take_acks(sender) == std::vector<stream_ack>{{5, sent.back().stream_seq}});
+  CHECK(owner.take_acks(sender, now) == std::vector<stream_ack>{{5, sent.back().stream_seq}});
   CHECK(owner.owing().empty());
   // A packet that names itself or a later one as its predecessor cannot be.
   packet bad = to_vnode(5);
   bad.stream_seq = 100;
   bad.stream_prev = 100;
-  CHECK(owner.check(bad, now).what == receive_streams::verdict::malformed);
+  CHECK(owner.check(bad).what == receive_streams::verdict::malformed);
 }
 
 TEST_CASE(
@@ -132,16 +132,16 @@ TEST_CASE(
   for (int i = 0; i < 5; ++i) {
     packet p = to_vnode(static_cast<std::uint64_t>(i % 2));
     s.stamp(p);
-    at_once.push_back(owner.check(p, now).ack_now);
+    at_once.push_back(owner.check(p).ack_now);
   }
   CHECK(at_once == std::vector<bool>{false, false, false, true, true});
-  const auto acks = owner.take_acks(sender);
+  const auto acks = owner.take_acks(sender, now);
   REQUIRE(acks.size() == 2);
   CHECK(acks[0] == stream_ack{0, 5});
   CHECK(acks[1] == stream_ack{1, 4});
   packet big = to_vnode(0, 1u << 20);
   s.stamp(big);
-  CHECK(owner.check(big, now).ack_now);
+  CHECK(owner.check(big).ack_now);
 }
 
 TEST_CASE(
@@ -159,7 +159,7 @@ TEST_CASE(
   // The first is lost with a relay; five come: three are held, two dropped.
   int dropped = 0;
   for (std::size_t i = 1; i < 6; ++i) {
-    REQUIRE(owner.check(sent[i], t0).what == receive_streams::verdict::hold);
+    REQUIRE(owner.check(sent[i]).what == receive_streams::verdict::hold);
     if (!owner.hold(sent[i])) ++dropped;
   }
   CHECK(dropped == 2);
@@ -167,7 +167,7 @@ TEST_CASE(
   // The sender's copies go out again; all six arrive, once each and in order.
   std::vector<std::int32_t> got;
   for (auto& p : s.take_due(t0 + seconds(2))) {
-    for (const auto tag : arrive(owner, std::move(p), t0)) got.push_back(tag);
+    for (const auto tag : arrive(owner, std::move(p))) got.push_back(tag);
   }
   CHECK(got == std::vector<std::int32_t>{0, 1, 2, 3, 4, 5});
   CHECK(owner.held_bytes() == 0);
@@ -183,14 +183,14 @@ TEST_CASE(
     sent.push_back(to_vnode(i < 2 ? 10 : 20, 8, i));  // 10 moves, 20 stays
     s.stamp(sent.back());
   }
-  for (const auto& p : sent) CHECK(old_owner.check(p, now).what == receive_streams::verdict::deliver);
+  for (const auto& p : sent) CHECK(old_owner.check(p).what == receive_streams::verdict::deliver);
   packet early = to_vnode(10, 8, 9);  // a later packet to 10 that came before its predecessor
   s.stamp(early);
   packet between = to_vnode(10, 8, 8);
   s.stamp(between);
   std::swap(early.stream_seq, between.stream_seq);  // between is the earlier of the two now
   std::swap(early.stream_prev, between.stream_prev);
-  REQUIRE(old_owner.check(early, now).what == receive_streams::verdict::hold);
+  REQUIRE(old_owner.check(early).what == receive_streams::verdict::hold);
   REQUIRE(old_owner.hold(early));
   auto [states, held] = old_owner.take_interval(10, 11);
   CHECK(states == std::vector<stream_state>{{sender, 10, sent[1].stream_seq}});
@@ -199,17 +199,17 @@ TEST_CASE(
   CHECK_FALSE(old_owner.last(sender, 10));
   CHECK(old_owner.last(sender, 20) == sent[3].stream_seq);
   // The old owner still acknowledges what it delivered of the interval that left.
-  auto acks = old_owner.take_acks(sender);
+  auto acks = old_owner.take_acks(sender, now);
   std::sort(acks.begin(), acks.end(), [](auto& a, auto& b) { return a.vnode < b.vnode; });
   CHECK(acks == std::vector<stream_ack>{{10, sent[1].stream_seq}, {20, sent[3].stream_seq}});
   new_owner.adopt(states, now);
-  CHECK(new_owner.take_acks(sender) ==
+  CHECK(new_owner.take_acks(sender, now) ==
         std::vector<stream_ack>{{10, sent[1].stream_seq}});  // and so does the new
-  CHECK(new_owner.check(sent[0], now).what == receive_streams::verdict::duplicate);
-  CHECK(new_owner.check(sent[1], now).what == receive_streams::verdict::duplicate);
-  std::vector<std::int32_t> got = arrive(new_owner, std::move(held[0]), now);
+  CHECK(new_owner.check(sent[0]).what == receive_streams::verdict::duplicate);
+  CHECK(new_owner.check(sent[1]).what == receive_streams::verdict::duplicate);
+  std::vector<std::int32_t> got = arrive(new_owner, std::move(held[0]));
   CHECK(got.empty());
-  got = arrive(new_owner, between, now);
+  got = arrive(new_owner, between);
   CHECK(got == std::vector<std::int32_t>{8, 9});
 }
 
@@ -227,12 +227,12 @@ TEST_CASE(
   CHECK(s.keep(a, t0) == 0);
   CHECK(s.keep(b, t0) == 0);
   receive_streams crashed, adopter;
-  CHECK(arrive(crashed, a, t0) == std::vector<std::int32_t>{1});
-  for (const auto& ack : crashed.take_acks(sender)) CHECK(s.on_ack(ack.vnode, ack.upto));
-  CHECK(adopter.check(b, t0).what == receive_streams::verdict::hold);  // the first copy of b would wait for a
+  CHECK(arrive(crashed, a) == std::vector<std::int32_t>{1});
+  for (const auto& ack : crashed.take_acks(sender, t0)) CHECK(s.on_ack(ack.vnode, ack.upto));
+  CHECK(adopter.check(b).what == receive_streams::verdict::hold);  // the first copy of b would wait for a
   auto due = s.take_due(t0 + seconds(2));
   REQUIRE(due.size() == 1);
-  CHECK(arrive(adopter, std::move(due[0]), t0 + seconds(2)) == std::vector<std::int32_t>{2});
+  CHECK(arrive(adopter, std::move(due[0])) == std::vector<std::int32_t>{2});
 }
 
 TEST_CASE("end-to-end: a packet handed over by the previous owner is delivered as it is, and moves no stream") {
@@ -241,7 +241,7 @@ TEST_CASE("end-to-end: a packet handed over by the previous owner is delivered a
   p.stream_seq = 50;
   p.stream_prev = 49;
   p.flags = packet::handed_over;
-  CHECK(owner.check(p, clock_type::now()).what == receive_streams::verdict::deliver);
+  CHECK(owner.check(p).what == receive_streams::verdict::deliver);
   CHECK_FALSE(owner.last(sender, 4));
   CHECK(owner.owing().empty());
 }
@@ -252,8 +252,8 @@ TEST_CASE("end-to-end: an owner keeps at most max_streams streams, the ones seen
   for (std::uint64_t v = 0; v < 1000; ++v) {
     packet p = to_vnode(v);
     p.stream_seq = v + 1;
-    owner.check(p, t0 + milliseconds(v));
-    owner.take_acks(sender);
+    owner.check(p);
+    owner.take_acks(sender, t0 + milliseconds(v));
     CHECK(owner.streams() <= 64);
   }
   CHECK(owner.last(sender, 999) == 1000u);
@@ -304,10 +304,10 @@ TEST_CASE(
     const auto deliver = [&](packet p) {
       receive_streams& o = owners[owner_of.at(p.dest)];
       const auto v = p.dest;
-      for (const auto tag : arrive(o, std::move(p), now)) got[v].push_back(tag);
+      for (const auto tag : arrive(o, std::move(p))) got[v].push_back(tag);
     };
     const auto flush_acks = [&](receive_streams& o) {
-      for (const auto& a : o.take_acks(sender)) acks_flight.emplace_back(a.vnode, a.upto);
+      for (const auto& a : o.take_acks(sender, now)) acks_flight.emplace_back(a.vnode, a.upto);
     };
     for (int step = 0; step < 3000 || s.packets_kept() > 0 || !flight.empty(); ++step) {
       if (step >= 100'000) FAIL("the run did not settle within 100,000 steps");
@@ -389,7 +389,7 @@ TEST_CASE("end-to-end: past max_streams nothing more is held, and adopt takes at
     packet p = to_vnode(v);
     p.stream_seq = 10 + v;
     p.stream_prev = 1;  // never delivered here: every one waits
-    REQUIRE(owner.check(p, now).what == receive_streams::verdict::hold);
+    REQUIRE(owner.check(p).what == receive_streams::verdict::hold);
     CHECK(owner.hold(p) == (v < 4));
   }
   CHECK(owner.streams() == 5);  // the fifth exists (it was checked), holding nothing
