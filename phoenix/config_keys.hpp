@@ -104,6 +104,12 @@ inline constexpr std::array kConfigKeys = {
               validate_orphan_policy},
     ConfigKey{"migration_lease_ms", "PHOENIX_MIGRATION_LEASE_MS", KeyKind::count, &Config::migration_lease_ms,
               {10, 86'400'000}},
+    // An owner's acknowledgement must come well before the sender's copy would: the delay stays under 1 s, the
+    // resend over it.
+    ConfigKey{"end_to_end_resend_ms", "PHOENIX_END_TO_END_RESEND_MS", KeyKind::count, &Config::end_to_end_resend_ms,
+              {1000, 60'000}},
+    ConfigKey{"end_to_end_ack_delay_ms", "PHOENIX_END_TO_END_ACK_DELAY_MS", KeyKind::count,
+              &Config::end_to_end_ack_delay_ms, {1, 999}},
     ConfigKey{"assume", nullptr, KeyKind::intervals, &Config::assume, {}, validate_assume},
     ConfigKey{"share", "PHOENIX_SHARE", KeyKind::share},
     ConfigKey{"node", nullptr, KeyKind::tables},

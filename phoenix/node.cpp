@@ -105,6 +105,8 @@ overlay::overlay_config Node::Impl::overlay_config(std::vector<std::byte> key) c
   oc.full_dump_interval = std::chrono::milliseconds(config_.full_dump_interval_ms);
   oc.orphan_after = std::chrono::milliseconds(config_.orphan_after_ms);
   oc.hop_limit = static_cast<std::uint8_t>(config_.hop_limit);
+  oc.end_to_end_resend = std::chrono::milliseconds(config_.end_to_end_resend_ms);
+  oc.end_to_end_ack_delay = std::chrono::milliseconds(config_.end_to_end_ack_delay_ms);
   oc.ssh.identity_file = config_.ssh_identity;
   oc.ssh.known_hosts = config_.ssh_known_hosts;
   oc.ssh.accept_new_host_keys = config_.ssh_host_key_policy == "accept-new";

@@ -525,6 +525,8 @@ TEST_CASE("config: every environment variable overrides its key") {
       {"PHOENIX_LINK_WINDOW_BYTES", "128KiB"},
       {"PHOENIX_FULL_DUMP_INTERVAL_MS", "2000"},
       {"PHOENIX_HOP_LIMIT", "16"},
+      {"PHOENIX_END_TO_END_RESEND_MS", "5000"},
+      {"PHOENIX_END_TO_END_ACK_DELAY_MS", "3"},
       {"PHOENIX_SHARE", "1/4"},
       {"PHOENIX_SSH_IDENTITY", "/keys/id"},
       {"PHOENIX_SSH_KNOWN_HOSTS", "~/kh"},
@@ -544,6 +546,8 @@ TEST_CASE("config: every environment variable overrides its key") {
   CHECK(c.link_window_bytes == 128ull << 10);
   CHECK(c.full_dump_interval_ms == 2000);
   CHECK(c.hop_limit == 16);
+  CHECK(c.end_to_end_resend_ms == 5000);
+  CHECK(c.end_to_end_ack_delay_ms == 3);
   CHECK(c.share == Share{1, 4});
   CHECK(c.assume == std::vector<Interval>{{std::uint64_t{1} << 38, std::uint64_t{2} << 38}});
   CHECK(c.ssh_identity == "/keys/id");
@@ -598,6 +602,13 @@ TEST_CASE("config: bad environment values are errors naming the variable, and ch
   auto r = phoenix::config_from_environment(env.lookup());
   CHECK_FALSE(r.ok());
   CHECK(contains(r.error, "hop_limit must be in 1..255 (got 300)"));
+  // An acknowledgement delay that would let the sender's copy come first.
+  env.vars = {{"PHOENIX_END_TO_END_RESEND_MS", "500"}};
+  r = phoenix::config_from_environment(env.lookup());
+  CHECK(contains(r.error, "end_to_end_resend_ms must be in 1000..60000 (got 500)"));
+  env.vars = {{"PHOENIX_END_TO_END_ACK_DELAY_MS", "1000"}};
+  r = phoenix::config_from_environment(env.lookup());
+  CHECK(contains(r.error, "end_to_end_ack_delay_ms must be in 1..999 (got 1000)"));
 }
 
 TEST_CASE("config: a file's share follows PHOENIX_SPACE_SIZE and PHOENIX_SHARE") {

@@ -64,6 +64,11 @@ struct Config {
   // partner's lock is back within about this long. A giver waiting for a taker that has been unreachable for
   // orphan_after_ms frees its lock too.
   std::uint32_t migration_lease_ms = 3000;
+  // End-to-end delivery (docs/overlay.md): a message its virtual node's owner has not acknowledged goes out
+  // again after end_to_end_resend_ms, then after twice as long each time, up to a minute; an owner
+  // acknowledges within end_to_end_ack_delay_ms, or at once when 64 messages or 1 MiB are owed to one sender.
+  std::uint32_t end_to_end_resend_ms = 2000;
+  std::uint32_t end_to_end_ack_delay_ms = 10;
   // ssh:// links. Empty identity: ~/.ssh/id_ed25519, then ~/.ssh/id_rsa, then the ssh-agent (SSH_AUTH_SOCK).
   // Empty known_hosts: ~/.ssh/known_hosts. Policy "strict" refuses an unknown gateway key, "accept-new" records
   // it; a changed key is refused either way. A leading "~/" is the home directory.
