@@ -353,8 +353,9 @@ void route_table::expire(time_point now) {
     forget(sources_.find(expiry_queue_.begin()->second));
   }
   std::vector<node_id> owned;  // adopted, or given away by a node that came back
+  const auto all = lost_.empty() ? std::vector<route_interval>{} : covered();
   for (const auto& [source, record] : lost_)
-    if (unowned(record.intervals).empty()) owned.push_back(source);
+    if (unowned(with_gaps(record.intervals, all)).empty()) owned.push_back(source);
   for (node_id source : owned) drop_lost(source);
   finish_mutation();
 }
@@ -441,28 +442,33 @@ std::vector<route_interval> route_table::with_gaps(const std::vector<route_inter
   return out;
 }
 
-std::vector<route_table::lost_owner> route_table::lost_owners(time_point now, std::chrono::nanoseconds after) const {
-  std::vector<lost_owner> out;
-  if (lost_.empty()) return out;
-  // What is owned, and what every lost owner held: between them lie the intervals that were on their way.
+// What is owned, and what every lost owner held: between them lie the intervals that were on their way.
+std::vector<route_interval> route_table::covered() const {
   if (index_stale_) rebuild_owner_index();
   std::vector<route_interval> claimed;
   for (const auto& slot : owner_index_) claimed.push_back({slot.lo, slot.hi});
   for (const auto& [source, record] : lost_)
     claimed.insert(claimed.end(), record.intervals.begin(), record.intervals.end());
   std::sort(claimed.begin(), claimed.end(), [](route_interval a, route_interval b) { return a.lo < b.lo; });
-  std::vector<route_interval> covered;
+  std::vector<route_interval> out;
   for (const auto& c : claimed) {
     if (c.lo >= c.hi) continue;
-    if (!covered.empty() && c.lo <= covered.back().hi) {
-      covered.back().hi = std::max(covered.back().hi, c.hi);
+    if (!out.empty() && c.lo <= out.back().hi) {
+      out.back().hi = std::max(out.back().hi, c.hi);
     } else {
-      covered.push_back(c);
+      out.push_back(c);
     }
   }
+  return out;
+}
+
+std::vector<route_table::lost_owner> route_table::lost_owners(time_point now, std::chrono::nanoseconds after) const {
+  std::vector<lost_owner> out;
+  if (lost_.empty()) return out;
+  const auto all = covered();
   for (const auto& [source, record] : lost_) {
     if (now - record.since < after) continue;
-    auto left = unowned(with_gaps(record.intervals, covered));
+    auto left = unowned(with_gaps(record.intervals, all));
     if (!left.empty()) out.push_back(lost_owner{source, std::move(left), record.since});
   }
   return out;

@@ -324,6 +324,8 @@ class route_table {
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
+  // What is owned or a lost owner's, merged (sorted, disjoint); and intervals widened over the gaps next to them.
+  std::vector<route_interval> covered() const;
   std::vector<route_interval> with_gaps(const std::vector<route_interval>& intervals,
                                         const std::vector<route_interval>& covered) const;
 

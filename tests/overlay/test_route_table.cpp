@@ -909,7 +909,10 @@ TEST_CASE("route_table: the nobody's intervals between a lost source's and the n
   CHECK(intervals_of(s4) == std::vector<route_interval>{{60, 80}});
   t.on_update(a, update({entry(s3, 10, 1, {{90, 100}})}), t0 + 2s);
   CHECK(intervals_of(s4) == std::vector<route_interval>{{60, 90}});
-  t.set_local_intervals({{40, 70}}, t0 + 3s);  // adopted
+  t.set_local_intervals({{50, 60}}, t0 + 3s);  // what s advertised is adopted, what was on its way is not
+  t.expire(t0 + 3s);
+  CHECK(intervals_of(s) == std::vector<route_interval>{{40, 50}, {60, 70}});
+  t.set_local_intervals({{40, 70}}, t0 + 4s);  // all of it
   CHECK(intervals_of(s).empty());
   CHECK(intervals_of(s4) == std::vector<route_interval>{{70, 90}});
 }
