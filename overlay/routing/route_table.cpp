@@ -352,11 +352,6 @@ void route_table::expire(time_point now) {
   while (!expiry_queue_.empty() && expiry_queue_.begin()->first <= now) {
     forget(sources_.find(expiry_queue_.begin()->second));
   }
-  std::vector<node_id> owned;  // adopted, or given away by a node that came back
-  const auto all = lost_.empty() ? std::vector<route_interval>{} : covered();
-  for (const auto& [source, record] : lost_)
-    if (unowned(with_gaps(record.intervals, all)).empty()) owned.push_back(source);
-  for (node_id source : owned) drop_lost(source);
   finish_mutation();
 }
 
@@ -419,56 +414,11 @@ std::vector<route_interval> route_table::unowned(const std::vector<route_interva
   return out;
 }
 
-// `intervals` (sorted, disjoint) with the stretches next to them that `covered` (sorted, disjoint) leaves out
-// up to a covered one: not the ends of the space, which may never have been anyone's.
-std::vector<route_interval> route_table::with_gaps(const std::vector<route_interval>& intervals,
-                                                   const std::vector<route_interval>& covered) const {
-  std::vector<route_interval> out;
-  for (const auto& i : intervals) {
-    // The covered stretch that holds i (every record's intervals are in `covered`), and those either side.
-    auto it = std::upper_bound(covered.begin(), covered.end(), i.lo,
-                               [](std::uint64_t v, const route_interval& c) { return v < c.lo; });
-    if (it == covered.begin()) continue;
-    --it;
-    route_interval wide = i;
-    if (it->lo == i.lo && it != covered.begin()) wide.lo = std::prev(it)->hi;
-    if (it->hi == i.hi && std::next(it) != covered.end()) wide.hi = std::next(it)->lo;
-    if (!out.empty() && wide.lo <= out.back().hi) {
-      out.back().hi = std::max(out.back().hi, wide.hi);
-    } else {
-      out.push_back(wide);
-    }
-  }
-  return out;
-}
-
-// What is owned, and what every lost owner held: between them lie the intervals that were on their way.
-std::vector<route_interval> route_table::covered() const {
-  if (index_stale_) rebuild_owner_index();
-  std::vector<route_interval> claimed;
-  for (const auto& slot : owner_index_) claimed.push_back({slot.lo, slot.hi});
-  for (const auto& [source, record] : lost_)
-    claimed.insert(claimed.end(), record.intervals.begin(), record.intervals.end());
-  std::sort(claimed.begin(), claimed.end(), [](route_interval a, route_interval b) { return a.lo < b.lo; });
-  std::vector<route_interval> out;
-  for (const auto& c : claimed) {
-    if (c.lo >= c.hi) continue;
-    if (!out.empty() && c.lo <= out.back().hi) {
-      out.back().hi = std::max(out.back().hi, c.hi);
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
 std::vector<route_table::lost_owner> route_table::lost_owners(time_point now, std::chrono::nanoseconds after) const {
   std::vector<lost_owner> out;
-  if (lost_.empty()) return out;
-  const auto all = covered();
   for (const auto& [source, record] : lost_) {
     if (now - record.since < after) continue;
-    auto left = unowned(with_gaps(record.intervals, all));
+    auto left = unowned(record.intervals);
     if (!left.empty()) out.push_back(lost_owner{source, std::move(left), record.since});
   }
   return out;
@@ -548,8 +498,17 @@ void route_table::drop_route(node_id source, source_state& s, node_id neighbour)
 }
 
 // Called at the end of every mutating entry point: one generation step per call that changed anything.
+// A lost owner's record ends as soon as others own all of it (adopted, or given away by a node that came back):
+// should the adopter then give part of it away, the part on its way is nobody's for a while, and must not look
+// orphaned again.
 void route_table::finish_mutation() {
-  if (routes_changed_) ++generation_;
+  if (routes_changed_) {
+    ++generation_;
+    std::vector<node_id> owned;
+    for (const auto& [source, record] : lost_)
+      if (unowned(record.intervals).empty()) owned.push_back(source);
+    for (node_id source : owned) drop_lost(source);
+  }
   routes_changed_ = false;
 }
 

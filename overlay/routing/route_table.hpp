@@ -197,11 +197,6 @@ class route_table {
   // finalizes withdraws its intervals first, so it is not one of these.) The record outlives the source's
   // entry (source_expiry) and goes when the source is reachable again or others own all of its intervals; at
   // most max_sources records and max_held_intervals intervals over all of them, the oldest dropped first.
-  // An interval on its way to or from an owner when it went is nobody's too, with nothing to say whose: the
-  // interval between one of the owner's and the next one owned (by a reachable source, this node or another
-  // lost owner; not below the lowest nor above the highest) is counted as the lost owner's. Intervals only move between owners next to each other, so
-  // such a gap is one the lost owner was giving or taking; a giver that crashed after sending the whole state
-  // leaves a gap that its taker fills before `after`.
   struct lost_owner {
     node_id source = 0;
     std::vector<route_interval> intervals;  // those that no reachable source (nor this node) owns now
@@ -324,10 +319,6 @@ class route_table {
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
-  // What is owned or a lost owner's, merged (sorted, disjoint); and intervals widened over the gaps next to them.
-  std::vector<route_interval> covered() const;
-  std::vector<route_interval> with_gaps(const std::vector<route_interval>& intervals,
-                                        const std::vector<route_interval>& covered) const;
 
   node_id self_;
   route_params params_;
