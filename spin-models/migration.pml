@@ -26,7 +26,10 @@
  *   APP0      the first of them (default (V - APPS) / 2: the middle of the space, where intervals meet)
  *   QUERY_INBOX  a query routed to the owner of its vnode waits in that node's inbox and is handled later
  *             (by then the node may have given the vnode, or everything, away); default: routing to the
- *             current owner and the handler of line 20 are one step
+ *             current owner and the handler of line 20 are one step. A node that closed sends a query for a
+ *             vnode it no longer assumes back to the overlay, and with LEASE may drop it as it finalizes
+ *             (INBOX_STEP, DROP_STEP)
+ *   REORDER   a node takes any message of a link first, not only the oldest (links are FIFO otherwise)
  *   NO_PRE    do not assert the preconditions of the handlers and of begin() (PRE below), to see which of
  *             the properties proper a seeded bug breaks
  *   FINE_FAIRNESS  one process per ordered pair of nodes handles that link, one process per vnode delivers
@@ -104,9 +107,9 @@
  *     transfer, last paragraph).
  *   - Handlers and begin() of one node are mutually excluded (the figure's caption): each is one d_step or
  *     atomic.
- *   - Messages between two nodes travel on a FIFO channel per ordered pair; messages to a virtual node wait in
- *     a per-vnode queue that is delivered only while somebody assumes the vnode, to whoever assumes it at
- *     delivery time (the delivery contract of ph_send).
+ *   - Messages between two nodes travel on a FIFO channel per ordered pair (REORDER: in any order); messages
+ *     to a virtual node wait in a per-vnode queue that is delivered only while somebody assumes the vnode, to
+ *     whoever assumes it at delivery time (the delivery contract of ph_send).
  *   - The application messages are all sent at the start (see init).
  *   - Nodes do not crash unless CRASH says so. A node may finalize (FINALIZE; doc: leaving in the middle): it closes -- begins no
  *     attempt, answers every query from another node with fail1 and every lock2 with fail2 -- and is gone for
@@ -262,6 +265,12 @@ byte bpart[N];     /* the giver of node i's own take broken by its lease (its pe
 #define LEASES 1       /* lease expiries in a run, each at any moment (the state space grows about 20-fold unbounded) */
 #endif
 byte expiries;
+#ifdef QUERY_INBOX
+bool qlost[N];     /* the query of node i's attempt under way was dropped by a node that finalized (DROP_STEP) */
+#define QLOST(me) (attempting[me] && qlost[me])
+#else
+#define QLOST(me) false
+#endif
 /* the budget bounds the expiries that race a partner still able to answer (the slow partner). An expiry after a
  * crash, or of a grant or invitation whose partner finalized, is the one a lease is for, and is not counted */
 #ifdef CRASH
@@ -272,7 +281,8 @@ byte expiries;
 #define CAN_EXPIRE (expiries < LEASES || NEEDED(me))
 #define CAN_EXPIRE_GRANT (CAN_EXPIRE || GONE(holder[me]))
 /* a lock2 sent after the responder forgot its invitation on a lease and finalized is lost */
-#define CAN_EXPIRE_OWN (CAN_EXPIRE || (attempting[me] && locked[me] && holder[me] == me && GONE(partner[me])))
+#define CAN_EXPIRE_OWN (CAN_EXPIRE || (attempting[me] && locked[me] && holder[me] == me && GONE(partner[me])) \
+                        || QLOST(me))
 #define CAN_EXPIRE_INV (CAN_EXPIRE || (INV(me, 0) > 0 && GONE(0)) || (INV(me, 1 % N) > 0 && GONE(1 % N)) \
                         || (N > 2 && INV(me, 2 % N) > 0 && GONE(2 % N)) || (N > 3 && INV(me, 3 % N) > 0 && GONE(3 % N)))
 #define EXPIRE if :: expiries < LEASES -> expiries++ :: else -> skip fi
@@ -310,7 +320,12 @@ chan vq[V] = [N * ATTEMPTS] of { byte };  /* queries waiting at a virtual node (
 chan vq[V] = [N] of { byte };                       /* queries waiting at a virtual node (sender) */
 #endif
 #ifdef QUERY_INBOX
-chan qin[N] = [N] of { byte };  /* queries routed to node i and not yet handled */
+/* queries routed to node i and not yet handled: the query (as in vq) and its virtual node */
+#ifdef LEASE
+chan qin[N] = [N * ATTEMPTS] of { byte, byte };
+#else
+chan qin[N] = [N] of { byte, byte };
+#endif
 #endif
 
 /* application messages to virtual nodes: pend[v] wait in the overlay at v, held[v] are queued at the node
@@ -352,10 +367,11 @@ hidden byte seen[64];
 /* node i has finalized: it closed and nothing needs it any more (ph_finalize waits for exactly that, then the
  * node is gone for good and whatever is addressed to its name is lost). A function of the state: nothing can
  * involve a closed node again except a message to it, which is itself the error the model looks for. With
- * QUERY_INBOX the node also answers the queries already in its inbox first. */
+ * QUERY_INBOX its inbox is empty too: ph_finalize drains what it holds for virtual nodes (INBOX_STEP). */
 #ifdef QUERY_INBOX
-#define GONE(i) (closing[i] && !INVOLVED(i) && empty(qin[i]))
-#define NOT_GONE(i) (!closing[i] || INVOLVED(i) || nempty(qin[i]))  /* SPIN takes no !empty() */
+/* len(), not empty(): SPIN takes neither !empty() nor empty() beside an else (the LEASE handlers have both) */
+#define GONE(i) (closing[i] && !INVOLVED(i) && len(qin[i]) == 0)
+#define NOT_GONE(i) (!GONE(i))
 #else
 #define GONE(i) (closing[i] && !INVOLVED(i))
 #define NOT_GONE(i) (!GONE(i))
@@ -370,6 +386,12 @@ hidden byte seen[64];
 #else
 #define PRESENT(i) RUNS(i)
 #endif
+/* someone present assumes v (unrolled up to 6 nodes; the % keeps indices in range) */
+#define OWNED_PRESENT(v) ((OWNS(0, v) && PRESENT(0)) || (OWNS(1 % N, v) && PRESENT(1 % N)) \
+                          || (N > 2 && OWNS(2 % N, v) && PRESENT(2 % N)) \
+                          || (N > 3 && OWNS(3 % N, v) && PRESENT(3 % N)) \
+                          || (N > 4 && OWNS(4 % N, v) && PRESENT(4 % N)) \
+                          || (N > 5 && OWNS(5 % N, v) && PRESENT(5 % N)))
 
 /* the one node that assumes v, in m_o (NONE if nobody) */
 inline owner_of(v) {
@@ -923,18 +945,77 @@ inline handle(me, q) {
 #define CAN_HANDLE(src, dst) (nempty(LINK(src, dst)) && !WAITING(src, dst) && RUNS(dst))
 #define HANDLE(src, dst) LINK(src, dst)?m_t, m_a, m_b NUMF; handle(dst, src)
 
+/* REORDER: node dst handles any message on the link from src, not only the oldest. Runtime packets
+ * (overlay::send_unbounded) are not numbered end to end, so two of them between the same pair of nodes can be
+ * reordered when the route changes (docs/overlay.md, "Order"). The k-th message is taken out and the others
+ * keep their order (rotated to the tail and back), so that a link's contents stay one state per sequence */
+#ifdef REORDER
+#ifdef WAIT_LOCKS
+#error REORDER: WAIT_LOCKS waits at the head of a link
+#endif
+#if CAP > 6
+#error REORDER takes up to CAP = 6
+#endif
+hidden mtype r_t;
+hidden byte r_a, r_b, r_c, r_n;
+#ifdef LEASE
+#define RNUMF , r_c
+#else
+#define RNUMF
+#endif
+#define ROTATE(src, dst, n) \
+  r_n = n; \
+  do \
+  :: r_n > 0 -> LINK(src, dst)?r_t, r_a, r_b RNUMF; LINK(src, dst)!r_t, r_a, r_b RNUMF; r_n-- \
+  :: else -> break \
+  od
+#define HANDLE_AT(src, dst, k) \
+  ROTATE(src, dst, k); LINK(src, dst)?m_t, m_a, m_b NUMF; ROTATE(src, dst, len(LINK(src, dst)) - (k)); \
+  r_t = 0; r_a = 0; r_b = 0; r_c = 0; \
+  if :: (k) > 0 -> WITNESS(54) :: else -> skip fi;  /* a message overtook an older one */ \
+  handle(dst, src)
+#define CAN_HANDLE_AT(src, dst, k) (len(LINK(src, dst)) > (k) && RUNS(dst))
+#define HANDLE_K(c, src, dst, k) :: d_step { (c && CAN_HANDLE_AT(src, dst, k)) -> HANDLE_AT(src, dst, k) }
+/* one option per position a link has (CAP of them: fewer to compile) */
+#if CAP > 2
+#define HANDLE_K2(c, src, dst) HANDLE_K(c, src, dst, 2)
+#else
+#define HANDLE_K2(c, src, dst)
+#endif
+#if CAP > 3
+#define HANDLE_K3(c, src, dst) HANDLE_K(c, src, dst, 3)
+#else
+#define HANDLE_K3(c, src, dst)
+#endif
+#if CAP > 4
+#define HANDLE_K4(c, src, dst) HANDLE_K(c, src, dst, 4)
+#else
+#define HANDLE_K4(c, src, dst)
+#endif
+#if CAP > 5
+#define HANDLE_K5(c, src, dst) HANDLE_K(c, src, dst, 5)
+#else
+#define HANDLE_K5(c, src, dst)
+#endif
+#define HANDLE_ANY(c, src, dst) \
+  HANDLE_K(c, src, dst, 0) HANDLE_K(c, src, dst, 1) HANDLE_K2(c, src, dst) HANDLE_K3(c, src, dst) \
+  HANDLE_K4(c, src, dst) HANDLE_K5(c, src, dst)
+#else
+#define HANDLE_ANY(c, src, dst) :: d_step { (c && CAN_HANDLE(src, dst)) -> HANDLE(src, dst) }
+#endif
+
 #ifdef FINE_FAIRNESS
 /* one process per ordered pair, so that weak fairness applies to each link (the node's I/O context serves all
  * its links in turn) */
 proctype Link(byte src; byte dst) {
 end:
   do
-  :: d_step { CAN_HANDLE(src, dst) -> HANDLE(src, dst) }
+  HANDLE_ANY(true, src, dst)
   od
 }
 #else
 /* the node's own process handles its links (options unrolled for up to 6 nodes) */
-#define RECV(j) :: d_step { ((j) < N && (j) != me && CAN_HANDLE((j) % N, me)) -> HANDLE((j) % N, me) }
+#define RECV(j) HANDLE_ANY(((j) < N && (j) != me), (j) % N, me)
 #endif
 
 /* ---- Figure 2: begin an attempt ---- */
@@ -1059,7 +1140,7 @@ inline crash(me) {
   od;
 #ifdef QUERY_INBOX
   do
-  :: nempty(qin[me]) -> qin[me]?m_i
+  :: nempty(qin[me]) -> qin[me]?m_i, m_k
   :: empty(qin[me]) -> break
   od;
 #endif
@@ -1088,7 +1169,11 @@ inline crash(me) {
 inline lease_own(me) {
   if :: phase[me] == PH_TAKING -> WITNESS(51); broken[me] = broken[me] | BIT(NUM(me)); bpart[me] = xpart[me] :: else -> skip fi;
   if :: locked[me] && holder[me] == me -> free_lock(me) :: else -> skip fi;
-  attempting[me] = false; phase[me] = PH_IDLE; xpart[me] = 0; end_attempt(me)
+  attempting[me] = false; phase[me] = PH_IDLE; xpart[me] = 0; end_attempt(me);
+#ifdef QUERY_INBOX
+  qlost[me] = false;
+#endif
+  skip
 }
 inline forget_invitations(me) {
   m_j = 0;
@@ -1153,6 +1238,53 @@ inline forget_gone(me) {
 #define LEASE_STEPS(me)
 #endif
 
+/* QUERY_INBOX: node me handles the query at the head of its inbox (line 20), but a node that closed does not
+ * answer one for a virtual node it no longer assumes: in phoenix the overlay hands a query to the protocol only
+ * on the node that assumes its virtual node and forwards it otherwise (ph_finalize's drain included), so it
+ * goes back to the overlay, to whoever assumes the vnode. Only a node that has not closed answers from an
+ * interval that no longer holds the vnode (the model's stronger host: an empty S reaches lines 34 and 54) */
+#ifdef QUERY_INBOX
+#define INBOX_STEP(me) \
+  :: d_step { (RUNS(me) && nempty(qin[me])) -> \
+              qin[me]?m_i, m_k; \
+              if \
+              :: closing[me] && !OWNS(me, m_k) -> WITNESS(59); assert(nfull(vq[m_k])); vq[m_k]!m_i \
+              :: else -> DECODE_Q; on_query(me, m_i) \
+              fi; \
+              m_i = 0; m_k = 0; check_node(me) }
+#else
+#define INBOX_STEP(me)
+#endif
+/* QUERY_INBOX with LEASE: a closed node that nothing involves any more (ph_finalize draining its links) drops
+ * the queries in its inbox for virtual nodes nobody assumes: the drain's bound (5 s) passed with no route for
+ * them, and ph_finalize without a log file discards what is left (with one, the log keeps it for a next
+ * incarnation). The initiator's lease ends the attempt (QLOST: that expiry is not counted). Without LEASE
+ * nothing would end it (Final: an attempt outstanding for good), so the model without leases keeps the drain
+ * unbounded, as it does for everything ph_finalize drains */
+#if defined(QUERY_INBOX) && defined(LEASE)
+#define UNROUTED(me, v) (V > (v) && !OWNS(me, (v) % V) && !OWNED_PRESENT((v) % V) && qin[me]??[_, eval((v) % V)])
+#define DROP_STEP(me) \
+  :: d_step { (RUNS(me) && closing[me] && !INVOLVED(me) && \
+               (UNROUTED(me, 0) || UNROUTED(me, 1) || UNROUTED(me, 2) || UNROUTED(me, 3) || UNROUTED(me, 4) \
+                || UNROUTED(me, 5) || UNROUTED(me, 6) || UNROUTED(me, 7))) -> \
+              m_j = len(qin[me]); \
+              do \
+              :: m_j > 0 -> \
+                 qin[me]?m_i, m_k; \
+                 if \
+                 :: !OWNS(me, m_k) && !OWNED_PRESENT(m_k) -> \
+                    WITNESS(60); DECODE_Q; inflight[m_i]--; \
+                    if :: attempting[m_i] && MINE(m_i) -> qlost[m_i] = true :: else -> skip fi \
+                 :: else -> qin[me]!m_i, m_k  /* kept, in order */ \
+                 fi; \
+                 m_j-- \
+              :: else -> break \
+              od; \
+              m_i = 0; m_j = 0; m_k = 0; check_node(me) }
+#else
+#define DROP_STEP(me)
+#endif
+
 proctype Node(byte me) {
 end:
   do
@@ -1165,9 +1297,8 @@ end:
 #ifndef FINE_FAIRNESS
   RECV(0) RECV(1) RECV(2) RECV(3) RECV(4) RECV(5)
 #endif
-#ifdef QUERY_INBOX
-  :: d_step { (RUNS(me) && nempty(qin[me])) -> qin[me]?m_i; DECODE_Q; on_query(me, m_i); m_i = 0; check_node(me) }
-#endif
+  INBOX_STEP(me)
+  DROP_STEP(me)
   :: app_receive(me)
   od
 }
@@ -1176,15 +1307,9 @@ end:
  * while nobody does ---- */
 /* (the owner cannot have finalized for good: it would be LOST; a node gone for a temporary leave keeps what
  * waits for its virtual nodes until it is back, hence PRESENT; asserted all the same) */
-/* someone present assumes v (unrolled up to 6 nodes; the % keeps indices in range) */
-#define OWNED_PRESENT(v) ((OWNS(0, v) && PRESENT(0)) || (OWNS(1 % N, v) && PRESENT(1 % N)) \
-                          || (N > 2 && OWNS(2 % N, v) && PRESENT(2 % N)) \
-                          || (N > 3 && OWNS(3 % N, v) && PRESENT(3 % N)) \
-                          || (N > 4 && OWNS(4 % N, v) && PRESENT(4 % N)) \
-                          || (N > 5 && OWNS(5 % N, v) && PRESENT(5 % N)))
 #ifdef QUERY_INBOX
 #define DELIVER_QUERY(v) vq[v]?m_i; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); \
-                         assert(nfull(qin[m_o])); qin[m_o]!m_i; m_i = 0; m_o = 0
+                         assert(nfull(qin[m_o])); qin[m_o]!m_i, v; m_i = 0; m_o = 0
 #else
 #define DELIVER_QUERY(v) vq[v]?m_i; DECODE_Q; owner_of(v); to_gone = GONE(m_o); assert(!to_gone); on_query(m_o, m_i); \
                          check_node(m_o); m_i = 0; m_o = 0
