@@ -498,15 +498,20 @@ void route_table::drop_route(node_id source, source_state& s, node_id neighbour)
 }
 
 // Called at the end of every mutating entry point: one generation step per call that changed anything.
-// A lost owner's record ends as soon as others own all of it (adopted, or given away by a node that came back):
-// should the adopter then give part of it away, the part on its way is nobody's for a while, and must not look
-// orphaned again.
+// What another node owns of a lost owner's record is no longer the lost owner's, for good: adopted (should the
+// adopter give part of it away, the part on its way is nobody's for a while), or given away by the lost owner
+// before it went though its last advertisement still named it (should the taker leave on a temporary leave,
+// its interval is nobody's on purpose). The record ends once nothing is left.
 void route_table::finish_mutation() {
   if (routes_changed_) {
     ++generation_;
     std::vector<node_id> owned;
-    for (const auto& [source, record] : lost_)
-      if (unowned(record.intervals).empty()) owned.push_back(source);
+    for (auto& [source, record] : lost_) {
+      auto left = unowned(record.intervals);
+      lost_intervals_ = lost_intervals_ - record.intervals.size() + left.size();
+      record.intervals = std::move(left);
+      if (record.intervals.empty()) owned.push_back(source);
+    }
     for (node_id source : owned) drop_lost(source);
   }
   routes_changed_ = false;

@@ -195,11 +195,12 @@ class route_table {
   // --- owners that went away holding intervals ---
   // A source that became unreachable while it advertised intervals: a crashed node, or one cut off. (A node that
   // finalizes withdraws its intervals first, so it is not one of these.) The record outlives the source's
-  // entry (source_expiry) and goes when the source is reachable again or others own all of its intervals; at
-  // most max_sources records and max_held_intervals intervals over all of them, the oldest dropped first.
+  // entry (source_expiry); what another node owns of it is no longer the lost source's, for good, and the
+  // record goes when the source is reachable again or nothing is left; at most max_sources records and
+  // max_held_intervals intervals over all of them, the oldest dropped first.
   struct lost_owner {
     node_id source = 0;
-    std::vector<route_interval> intervals;  // those that no reachable source (nor this node) owns now
+    std::vector<route_interval> intervals;  // those that no reachable source (nor this node) owned since
     time_point since{};                     // when it became unreachable
   };
   // The records at least `after` old with some interval still nobody's, by source.

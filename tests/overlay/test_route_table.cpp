@@ -911,6 +911,17 @@ TEST_CASE("route_table: an interval given to a taker that went before it was hea
   CHECK(later[1].intervals == std::vector<route_interval>{{100, 110}});
 }
 
+TEST_CASE("route_table: what another node owned of a lost source's intervals stays out of its record when that node withdraws it") {
+  auto t = make_table({a});
+  // s gave [2, 4) to s2 before it went, and its last advertisement still named it.
+  t.on_update(a, update({entry(s, 10, 1, {{0, 10}}), entry(s2, 10, 1, {{2, 4}})}), t0);
+  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);
+  CHECK(t.lost_owners(t0 + 1h, 5s).front().intervals == std::vector<route_interval>{{0, 2}, {4, 10}});
+  // s2 leaves on a temporary leave: [2, 4) is nobody's on purpose, not s's to adopt.
+  t.on_update(a, update({entry(s2, 12, 1)}), t0 + 2s);
+  CHECK(t.lost_owners(t0 + 1h, 5s).front().intervals == std::vector<route_interval>{{0, 2}, {4, 10}});
+}
+
 TEST_CASE("route_table: records of lost sources are bounded, the oldest dropped first") {
   route_params p;
   p.max_sources = 3;
