@@ -376,16 +376,7 @@ void route_table::note_lost_in_transit(node_id taker, route_interval given, time
     all.insert(all.end(), it->second.intervals.begin(), it->second.intervals.end());
     since = std::min(since, it->second.since);
   }
-  std::sort(all.begin(), all.end(), [](route_interval a, route_interval b) { return a.lo < b.lo; });
-  std::vector<route_interval> merged;
-  for (const auto i : all) {
-    if (!merged.empty() && i.lo <= merged.back().hi) {
-      merged.back().hi = std::max(merged.back().hi, i.hi);
-    } else {
-      merged.push_back(i);
-    }
-  }
-  note_lost(taker, merged, since);
+  note_lost(taker, normalised(std::move(all)), since);
 }
 
 void route_table::drop_lost(node_id source) {
