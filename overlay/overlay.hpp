@@ -145,6 +145,13 @@ class overlay final : public connection_owner {
   }
   // Packets this node sent to virtual nodes that their owners have not acknowledged yet.
   std::size_t unacknowledged() const { return forwarder_.sent().streams(); }
+  // Of those, the streams to a virtual node whose owner a route reaches (an owner away or crashed will not
+  // acknowledge before it comes back).
+  std::size_t unacknowledged_reachable() const {
+    return forwarder_.sent().count_streams([this](std::uint64_t vnode) {
+      return routing_.is_local(vnode) || routing_.next_hop_for(vnode).has_value();
+    });
+  }
   // Every stream, for a log; the packets held go to `held`.
   std::vector<stream_state> take_all_streams(std::vector<packet>& held) {
     auto [states, h] = forwarder_.take_streams(0, ~std::uint64_t{0});

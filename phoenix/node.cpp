@@ -230,6 +230,7 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   running_ = false;
   progress_->call([&] { drain_outbox(); });  // what ph_send accepted goes out before the links drain
   progress_->drive_until([&] { return overlay_->unacknowledged() == 0; }, clock::now() + acknowledgement_wait);
+  if (!(log_out && *log_out)) wait_for_resends();
   progress_->call([&] { overlay_->begin_shutdown(); });
   // Everything first; after a grace, no more waiting for incarnations that crashed (overlay::is_drained).
   const auto drain_deadline = clock::now() + drain_timeout;
@@ -288,6 +289,31 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   logger()->info("{}: finalized ({} messages logged)", config_.name, log_out ? undelivered.size() : 0);
   local_port_.clear();
   return result;
+}
+
+// With no log, what the owners have not acknowledged would be discarded. A relay that crashed holding some of it
+// (acknowledged hop by hop, not passed on) loses it unless this node sends it again: a node leaving without a
+// log waits for the acknowledgements through two resends, while an owner is reachable or was within
+// crashed_peer_grace (the routes through a restarted relay come back; an owner suspended or crashed does not
+// keep it waiting longer).
+void Node::Impl::wait_for_resends() {
+  const auto streams = progress_->call([&] { return overlay_->unacknowledged(); });
+  if (streams == 0) return;
+  // Two resends: the first is due within end_to_end_resend of now, the second twice that after it.
+  const auto wait = 3 * std::chrono::milliseconds(config_.end_to_end_resend_ms) + acknowledgement_wait;
+  logger()->info("{}: waiting up to {} ms for the owners of {} streams to acknowledge what they were sent",
+                 config_.name, std::chrono::duration_cast<std::chrono::milliseconds>(wait).count(), streams);
+  auto reachable_at = clock::now();
+  const auto given_up = [&] {
+    if (overlay_->unacknowledged() == 0) return true;
+    const auto now = clock::now();
+    if (overlay_->unacknowledged_reachable() > 0) reachable_at = now;
+    return now - reachable_at >= crashed_peer_grace;
+  };
+  progress_->drive_until(given_up, clock::now() + wait);
+  if (const auto left = progress_->call([&] { return overlay_->unacknowledged(); }); left > 0)
+    logger()->warn("{}: the owners of {} streams did not acknowledge what they were sent; it is discarded (no log)",
+                   config_.name, left);
 }
 
 // Like finalize, after pack gave the state of every interval. Migrations end first (finalize's own wait, done

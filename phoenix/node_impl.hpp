@@ -37,6 +37,7 @@ class Node::Impl {
 
   std::error_code initialize(std::string_view port, const char* log_in);
   std::error_code finalize(const char* log_out, const std::vector<suspended_interval>& state = {});
+  void wait_for_resends();  // finalize with no log
   std::error_code suspend(const char* file);
   std::error_code set_state_handlers(PackFn pack, UnpackFn unpack);
   std::optional<ControlReply> control(vp_t node, std::string_view request, std::chrono::milliseconds timeout,

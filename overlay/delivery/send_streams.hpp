@@ -53,6 +53,13 @@ class send_streams {
   std::uint64_t bytes_kept() const { return bytes_kept_; }
   std::size_t packets_kept() const { return packets_kept_; }
   std::size_t streams() const { return streams_.size(); }  // virtual nodes with packets not acknowledged
+  // How many of those streams' virtual nodes satisfy `pred`.
+  template <class Pred>
+  std::size_t count_streams(Pred pred) const {
+    std::size_t n = 0;
+    for (const auto& [vnode, s] : streams_) n += pred(vnode) ? 1 : 0;
+    return n;
+  }
   std::uint64_t last_stamped() const { return next_seq_ - 1; }
 
  private:
