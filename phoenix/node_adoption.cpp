@@ -30,10 +30,14 @@ void Node::Impl::arm_adoption() {
 void Node::Impl::adopt_orphan() {
   if (!running_ || migration_->protocol().closing() || migration_involved()) return;
   const auto listed = orphans();
+  std::erase_if(given_lost_, [&](const Interval& g) {
+    return std::none_of(listed.begin(), listed.end(),
+                        [&](const OrphanedInterval& o) { return o.span.lo < g.hi && g.lo < o.span.hi; });
+  });
   if (listed.empty()) return;
   const auto owned = [this](vp_t v) { return overlay_->assumes(v) || overlay_->owner_of(v).has_value(); };
   const auto o = adoption_for(overlay_->assumed().intervals(), listed,
-                              std::chrono::milliseconds(config_.orphan_after_ms), owned);
+                              std::chrono::milliseconds(config_.orphan_after_ms), owned, given_lost_);
   if (!o) return;
   if (migration_->tells_adoptions()) {
     std::lock_guard lock(inbox_mu_);
@@ -48,6 +52,14 @@ void Node::Impl::adopt_orphan() {
   logger()->warn("{}: adopted [{}, {}) of node {}, unreachable for {} ms (orphan_policy adopt): its state is lost",
                  config_.name, o->span.lo, o->span.hi, o->owner, o->lost_for.count());
   migration_->adopted(o->span, o->owner);
+}
+
+bool Node::Impl::adopt_given_lost() {
+  return progress_->call([&] {
+    if (!adoption_timer_ || given_lost_.empty()) return false;
+    adopt_orphan();
+    return !overlay_->assumed().empty();
+  });
 }
 
 }  // namespace phoenix

@@ -142,6 +142,12 @@ class Node::Impl {
   // orphan_after_ms, holding the token, and assumes one that touches this node's interval.
   void arm_adoption();
   void adopt_orphan();
+  // Intervals this node gave to takers that crashed before anyone heard them assume them: it alone can adopt
+  // them (orphan_adoption.hpp). At most max_given_lost, the oldest dropped first; an entry goes once no
+  // orphaned interval overlaps it. Holding the token.
+  std::vector<Interval> given_lost_;
+  static constexpr std::size_t max_given_lost = 64;
+  bool adopt_given_lost();  // a leaving node that gave all it had: true if it assumes something again
   std::unique_ptr<asio::steady_timer> adoption_timer_;
   // Migration leases (migration_driver::tick), every quarter of migration_lease_ms.
   void arm_lease();

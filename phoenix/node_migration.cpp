@@ -154,23 +154,36 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
   // can (spin-models BUG_CLOSE_WHILE_BUSY; docs/migration.md, decision 8).
   const auto settled = [&] { return !migration_->protocol().busy() && migration_->protocol().pending() == 0; };
   if (!drive_migration(settled, deadline)) return make_error_code(PH_ETIMEDOUT);
-  auto i = current_interval();
+  // What this node gave to a taker that crashed is known to it alone: under orphan_policy "adopt" it adopts
+  // that again and gives it on, rather than leave with the only knowledge of it (orphan_adoption.hpp).
+  const auto remaining = [&] {
+    auto i = current_interval();
+    if (i && i->empty() && adopt_given_lost()) i = current_interval();
+    return i;
+  };
+  const auto first_side = [](const migration::interval& i) {
+    return i.lo > 0 ? migration::side::below : migration::side::above;
+  };
+  auto i = remaining();
   if (!i) return make_error_code(PH_ESTATE);
   if (i->empty()) {
     left_ = true;
     return {};
   }
   if (i->lo == 0 && i->hi == config_.space_size) return make_error_code(PH_ESTATE);
-  migration::side side = i->lo > 0 ? migration::side::below : migration::side::above;
+  migration::side side = first_side(*i);
   std::chrono::milliseconds backoff = backoff_first;
   for (;;) {
     const auto o = one_attempt({migration::plan::action::give_all, side, 0}, deadline);
-    i = current_interval();
+    i = remaining();
     if (!i || i->empty()) {
       left_ = true;
       return {};
     }
+    // Moved, and still something to give: what it gave was adopted again, and is given on anew.
+    if (o == migration::outcome::moved) side = first_side(*i);
     if (o == migration::outcome::running || clock::now() >= deadline) return make_error_code(PH_ETIMEDOUT);
+    if (o == migration::outcome::moved) continue;
     // Alternate between the two neighbours while both exist: one of them may be busy for a while.
     const auto other = side == migration::side::below ? migration::side::above : migration::side::below;
     if ((other == migration::side::below && i->lo > 0) ||

@@ -1,12 +1,25 @@
 #include "phoenix/orphan_adoption.hpp"
 
+#include <algorithm>
+
 namespace phoenix {
 
 std::optional<OrphanedInterval> adoption_for(const std::vector<Interval>& mine,
                                              const std::vector<OrphanedInterval>& orphans,
                                              std::chrono::milliseconds after,
-                                             const std::function<bool(vp_t)>& owned) {
-  if (mine.size() != 1 || mine[0].empty()) return std::nullopt;
+                                             const std::function<bool(vp_t)>& owned,
+                                             const std::vector<Interval>& given_lost) {
+  if (mine.size() > 1) return std::nullopt;
+  const bool empty = mine.empty() || mine[0].empty();
+  for (const auto& o : orphans) {
+    if (o.lost_for < after) continue;
+    for (const auto& g : given_lost) {
+      const Interval part{std::max(o.span.lo, g.lo), std::min(o.span.hi, g.hi)};
+      if (part.lo < part.hi && (empty || part.hi == mine[0].lo || part.lo == mine[0].hi))
+        return OrphanedInterval{part, o.owner, o.lost_for};
+    }
+  }
+  if (empty) return std::nullopt;
   const Interval i = mine[0];
   for (const auto& o : orphans)  // from below first: the lower neighbour adopts
     if (o.span.lo == i.hi && o.lost_for >= after) return o;

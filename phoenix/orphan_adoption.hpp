@@ -9,6 +9,11 @@
 // lost on its way from this node to a taker that crashed is known to this node alone). A node that assumes
 // nothing, or several intervals, adopts nothing: the migration protocol needs one interval, and adopting only
 // what touches it keeps it one.
+//
+// Before these rules: what this node gave to a taker that crashed before anyone heard it assume it
+// (`given_lost`, known to this node alone) is adopted by this node as soon as it is reported, where it touches
+// this node's interval or this node assumes nothing (a node that gave all it had, or is leaving): nobody else
+// can. Only that part of the lost owner's record is taken; the rest is its neighbours'.
 #pragma once
 
 #include <chrono>
@@ -23,6 +28,7 @@ namespace phoenix {
 std::optional<OrphanedInterval> adoption_for(const std::vector<Interval>& mine,
                                              const std::vector<OrphanedInterval>& orphans,
                                              std::chrono::milliseconds after,
-                                             const std::function<bool(vp_t)>& owned);
+                                             const std::function<bool(vp_t)>& owned,
+                                             const std::vector<Interval>& given_lost = {});
 
 }  // namespace phoenix
