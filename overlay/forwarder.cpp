@@ -56,7 +56,7 @@ bool forwarder::try_reserve(std::uint64_t bytes) {
 void forwarder::send(packet p, bool numbered) {
   p.source = self_;
   p.hops_left = config_.hop_limit;
-  if (numbered && p.dest < config_.space_size) {
+  if (numbered) {
     sent_.stamp(p);
     p.numbered_here = true;
   }
@@ -71,10 +71,9 @@ void forwarder::route_in_transit(packet p) {
 void forwarder::route(packet p) {
   if (routing_.is_local(p.dest)) {
     account(-static_cast<std::int64_t>(p.footprint()));
-    if (p.dest < config_.space_size) return deliver_numbered(std::move(p));
-    if (p.tag == stream_ack_tag) return on_stream_acks(p);
-    deliver_(std::move(p));
-    return;
+    // To this node's resource name: acknowledgements, else packets numbered or not (deliver_numbered tells).
+    if (p.dest >= config_.space_size && p.tag == stream_ack_tag) return on_stream_acks(p);
+    return deliver_numbered(std::move(p));
   }
   const auto nh = routing_.next_hop_for(p.dest);
   // An acknowledgement that cannot go on is dropped, not held: its sender may be gone for good (or never was),

@@ -44,10 +44,10 @@ class forwarder {
   bool try_reserve(std::uint64_t bytes);
   void account(std::int64_t delta);
 
-  // From this node: origin, hop budget and (to a virtual node, unless `numbered` is false) end-to-end numbers set
-  // here; its bytes were reserved, and stay so until its owner acknowledges it. The runtime's own protocols
-  // (migration, control) send unnumbered: they cope with loss themselves, and a log drops them (a numbered
-  // packet whose predecessor was dropped would wait for it for good).
+  // From this node: origin, hop budget and (unless `numbered` is false) end-to-end numbers set here; its bytes
+  // were reserved, and stay so until its owner acknowledges it. The runtime's own packets to virtual nodes
+  // (migration queries) go unnumbered: a log drops them (a numbered packet whose predecessor was dropped would
+  // wait for it for good). Its migration replies to a resource name go numbered (overlay::send_unbounded).
   void send(packet p, bool numbered = true);
   void route_in_transit(packet p);  // already on its way (from a neighbour, a log, ph_release): counted now
   // Delivers, forwards or holds. The caller has counted p's bytes.
@@ -85,7 +85,7 @@ class forwarder {
   void hold(packet p);
   void hold_out_of_hops(packet p);
   void release_held_acks();
-  void deliver_numbered(packet p);  // to a virtual node here: in stream order, once
+  void deliver_numbered(packet p);  // to a virtual node or this resource name: in stream order, once
   void on_stream_acks(const packet& p);
   void owe_acks(node_id source, bool at_once);
   void send_acks(node_id source);

@@ -91,11 +91,15 @@ class overlay final : public connection_owner {
   // back by ph_release, read from a log, or arriving from a neighbour) and delivers, forwards or holds it.
   bool try_reserve(std::uint64_t bytes) { return forwarder_.try_reserve(bytes); }
   void send(packet p) { forwarder_.send(std::move(p)); }  // precondition: try_reserve(p.footprint()) succeeded
-  // The runtime's own packets (migration messages, bounded by their protocol): sent past the bound, and not
-  // numbered end to end (forwarder::send).
-  void send_unbounded(packet p) {
+  // The runtime's own packets (migration and control messages, bounded by their protocols): sent past the
+  // bound. `reliable` ones to a resource name are numbered end to end, like an application's (a migration reply
+  // lost with a relay that crashed would leave its partner locked for good); those to a virtual node never are
+  // (forwarder::send).
+  enum class delivery { hop_by_hop, reliable };
+  void send_unbounded(packet p, delivery d = delivery::hop_by_hop) {
     forwarder_.account(static_cast<std::int64_t>(p.footprint()));
-    forwarder_.send(std::move(p), false);
+    const bool numbered = d == delivery::reliable && p.dest >= config_.space_size;
+    forwarder_.send(std::move(p), numbered);
   }
   void route_in_transit(packet p) { forwarder_.route_in_transit(std::move(p)); }
 
@@ -143,18 +147,24 @@ class overlay final : public connection_owner {
     for (auto& p : held) forwarder_.route_in_transit(std::move(p));
     return std::move(states);
   }
-  // Packets this node sent to virtual nodes that their owners have not acknowledged yet.
-  std::size_t unacknowledged() const { return forwarder_.sent().streams(); }
-  // Of those, the streams to a virtual node whose owner a route reaches (an owner away or crashed will not
-  // acknowledge before it comes back).
-  std::size_t unacknowledged_reachable() const {
-    return forwarder_.sent().count_streams([this](std::uint64_t vnode) {
-      return routing_.is_local(vnode) || routing_.next_hop_for(vnode).has_value();
+  // Streams of packets this node sent that their owners (of a virtual node, or a resource name's incarnation)
+  // have not acknowledged yet.
+  // (Streams to resource names that no route reaches are not counted: an incarnation that is gone never
+  // acknowledges, and its name is never reused.)
+  std::size_t unacknowledged() const {
+    return forwarder_.sent().count_streams([this](std::uint64_t dest) {
+      return dest < config_.space_size || reachable(dest);
     });
+  }
+  // Of those, the streams whose owner a route reaches (an owner away or crashed will not acknowledge before it
+  // comes back).
+  std::size_t unacknowledged_reachable() const {
+    return forwarder_.sent().count_streams([this](std::uint64_t dest) { return reachable(dest); });
   }
   // Every stream, for a log; the packets held go to `held`.
   std::vector<stream_state> take_all_streams(std::vector<packet>& held) {
-    auto [states, h] = forwarder_.take_streams(0, ~std::uint64_t{0});
+    // Streams to this incarnation's resource name end with it.
+    auto [states, h] = forwarder_.take_streams(0, config_.space_size);
     for (auto& p : h) held.push_back(std::move(p));
     return std::move(states);
   }
@@ -202,6 +212,9 @@ class overlay final : public connection_owner {
 
  private:
   node_id self_;
+  bool reachable(std::uint64_t dest) const {  // delivered here, or a route goes there
+    return routing_.is_local(dest) || routing_.next_hop_for(dest).has_value();
+  }
   overlay_config config_;
   link_manager links_;
   routing_driver routing_;

@@ -168,7 +168,9 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   for (const auto& s : config_.assume) assume_now(s);
   migration_ = std::make_unique<migration_driver>(
       config_.name, resource_name_, config_.space_size,
-      migration_driver::node_ops{[this](overlay::packet p) { overlay_->send_unbounded(std::move(p)); },
+      migration_driver::node_ops{[this](overlay::packet p) {
+                                   overlay_->send_unbounded(std::move(p), overlay::overlay::delivery::reliable);
+                                 },
                                  [this](Interval s) { return release_and_requeue(s); },
                                  [this](Interval s, std::span<const std::byte> with) {
                                    // The streams first: assuming routes what waited for s at once.

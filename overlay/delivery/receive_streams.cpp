@@ -5,7 +5,8 @@
 namespace phoenix::overlay {
 
 receive_streams::result receive_streams::check(const packet& p) {
-  // Not numbered (to a resource name), or handed over by the previous owner, which delivered it already.
+  // Not numbered (a runtime packet to a virtual node, or a control message), or handed over by the previous
+  // owner, which delivered it already.
   if (p.stream_seq == 0 || (p.flags & packet::handed_over)) return {verdict::deliver};
   if (p.stream_prev >= p.stream_seq) return {verdict::malformed};
   const key k{p.source, p.dest};
