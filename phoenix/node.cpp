@@ -171,12 +171,8 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
       migration_driver::node_ops{[this](overlay::packet p) {
                                    overlay_->send_unbounded(std::move(p), overlay::overlay::delivery::reliable);
                                  },
-                                 [this](Interval s) { return release_and_requeue(s); },
-                                 [this](Interval s, std::span<const std::byte> with) {
-                                   // The streams first: assuming routes what waited for s at once.
-                                   adopt_streams(with);
-                                   assume_now(s);
-                                 },
+                                 [this](Interval s) { return release_for_migration(s); },
+                                 [this](Interval s, std::span<const std::byte> with) { arrive(s, with); },
                                  [this](Interval s) { return in_hand_.handling(s); },
                                  [this](Interval s) {
                                    std::lock_guard lock(inbox_mu_);

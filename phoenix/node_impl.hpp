@@ -131,9 +131,13 @@ class Node::Impl {
   std::string status_text();                                     // holding the token
   overlay::overlay_config overlay_config(std::vector<std::byte> key) const;
   std::vector<overlay::packet> take_inbox_packets(const std::function<bool(vp_t)>& which);
-  // Holding the token. Returns the state of the end-to-end streams to s (overlay/delivery/stream_codec.hpp),
-  // for a migration to take along.
-  Bytes release_and_requeue(Interval s);
+  // Holding the token. A plain release (ph_release): messages for s in the inbox go back into the overlay, and
+  // the end-to-end streams' state to s is dropped.
+  void release_and_requeue(Interval s);
+  // Holding the token. A migration's release: returns what goes with the state (handover.hpp); arrive() takes
+  // it up and assumes s.
+  Bytes release_for_migration(Interval s);
+  void arrive(Interval s, std::span<const std::byte> with);
   bool assume_now(Interval s);           // holding the token; false if it overlaps
   void adopt_streams(std::span<const std::byte> encoded);  // holding the token: streams that came with an interval
   void sync_migration_interval();        // holding the token: the protocol learns what the node assumes

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "overlay/delivery/stream_codec.hpp"
+#include "phoenix/handover.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/node_impl.hpp"
 
@@ -52,11 +53,36 @@ std::error_code Node::Impl::release(Interval s) {
 // to the next node that assumes s (handed over: delivered here once already). The state of the end-to-end
 // streams to s leaves with it (docs/overlay.md, "End-to-end delivery"): a migration gives it to the taker; a
 // plain ph_release drops it, and the next owner waits for its senders' copies of what it misses.
-Bytes Node::Impl::release_and_requeue(Interval s) {
+void Node::Impl::release_and_requeue(Interval s) {
   if (overlay_->release(s) == base::interval_set::result::ok && observer_) observer_(false, s);
   for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); }))
     overlay_->route_in_transit(std::move(p));
-  return overlay::encode_states(overlay_->take_streams(s));
+  (void)overlay_->take_streams(s);
+}
+
+// A migration's release: the messages for s in the inbox go with the state (handover.hpp), not through the
+// overlay, where they would wait at this node for the taker's route and die with it if it crashed first.
+Bytes Node::Impl::release_for_migration(Interval s) {
+  if (overlay_->release(s) == base::interval_set::result::ok && observer_) observer_(false, s);
+  std::vector<handed_message> inbox;
+  for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); }))
+    inbox.push_back({p.dest, p.source, p.tag, std::move(p.body)});
+  return encode_handover(overlay::encode_states(overlay_->take_streams(s)), inbox);
+}
+
+// The taker's side (and a giver's whose interval came back): the streams first, then the handed-over messages
+// go to the inbox ahead of anything for s, then s is assumed (which routes what waited for it).
+void Node::Impl::arrive(Interval s, std::span<const std::byte> with) {
+  std::string error;
+  if (auto h = decode_handover(with, s, error)) {
+    adopt_streams(h->streams);
+    std::lock_guard lock(inbox_mu_);
+    for (auto& m : h->inbox) inbox_.emplace_back(m.dest, m.source, m.tag, std::move(m.body));
+  } else if (!with.empty()) {
+    logger()->error("{}: what came with [{}, {}) beside its state is malformed ({}); ignored", config_.name, s.lo,
+                    s.hi, error);
+  }
+  assume_now(s);
 }
 
 void Node::Impl::adopt_streams(std::span<const std::byte> encoded) {
@@ -185,10 +211,11 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
     if (o == migration::outcome::running || clock::now() >= deadline) return make_error_code(PH_ETIMEDOUT);
     if (o == migration::outcome::moved) continue;
     // Alternate between the two neighbours while both exist: one of them may be busy for a while.
+    const auto has = [&](migration::side s) {
+      return s == migration::side::below ? i->lo > 0 : i->hi < config_.space_size;
+    };
     const auto other = side == migration::side::below ? migration::side::above : migration::side::below;
-    if ((other == migration::side::below && i->lo > 0) ||
-        (other == migration::side::above && i->hi < config_.space_size))
-      side = other;
+    if (has(other)) side = other;
     back_off(backoff, deadline);
   }
 }

@@ -1,0 +1,89 @@
+#include "phoenix/handover.hpp"
+
+#include <algorithm>
+
+#include "base/wire.hpp"
+
+namespace phoenix {
+
+namespace {
+
+constexpr std::size_t message_head_bytes = 8 + 8 + 4 + 8;
+
+// Reads a u64 at `at`, advancing it; false if fewer than 8 bytes are left.
+bool read_u64(std::span<const std::byte> b, std::size_t& at, std::uint64_t& v) {
+  if (b.size() - at < 8) return false;
+  v = base::load_le<std::uint64_t>(b.data() + at);
+  at += 8;
+  return true;
+}
+
+}  // namespace
+
+Bytes encode_handover(std::span<const std::byte> streams, const std::vector<handed_message>& inbox) {
+  std::size_t size = 8 + streams.size() + 8;
+  for (const auto& m : inbox) size += message_head_bytes + m.body.size();
+  Bytes out(size);
+  std::byte* p = out.data();
+  base::store_le<std::uint64_t>(p, streams.size());
+  p = std::copy(streams.begin(), streams.end(), p + 8);
+  base::store_le<std::uint64_t>(p, inbox.size());
+  p += 8;
+  for (const auto& m : inbox) {
+    base::store_le<std::uint64_t>(p, m.dest);
+    base::store_le<std::uint64_t>(p + 8, m.source);
+    base::store_le<std::uint32_t>(p + 16, static_cast<std::uint32_t>(m.tag));
+    base::store_le<std::uint64_t>(p + 20, m.body.size());
+    p = std::copy(m.body.begin(), m.body.end(), p + message_head_bytes);
+  }
+  return out;
+}
+
+std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interval s, std::string& error) {
+  handover h;
+  std::size_t at = 0;
+  std::uint64_t n = 0;
+  if (!read_u64(bytes, at, n) || n > bytes.size() - at) {
+    error = "the streams' part is longer than the handover";
+    return std::nullopt;
+  }
+  h.streams = bytes.subspan(at, n);
+  at += n;
+  if (!read_u64(bytes, at, n) || n > (bytes.size() - at) / message_head_bytes) {
+    error = "more messages than the handover holds";
+    return std::nullopt;
+  }
+  h.inbox.reserve(n);
+  for (std::uint64_t k = 0; k < n; ++k) {
+    if (bytes.size() - at < message_head_bytes) {
+      error = "more messages than the handover holds";
+      return std::nullopt;
+    }
+    handed_message m;
+    std::uint64_t length = 0;
+    read_u64(bytes, at, m.dest);
+    read_u64(bytes, at, m.source);
+    m.tag = static_cast<std::int32_t>(base::load_le<std::uint32_t>(bytes.data() + at));
+    at += 4;
+    read_u64(bytes, at, length);
+    if (length > bytes.size() - at) {
+      error = "a message is longer than the handover";
+      return std::nullopt;
+    }
+    if (!s.contains(m.dest)) {
+      error = "a message for virtual node " + std::to_string(m.dest) + ", outside the interval";
+      return std::nullopt;
+    }
+    m.body.assign(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                  bytes.begin() + static_cast<std::ptrdiff_t>(at + length));
+    at += length;
+    h.inbox.push_back(std::move(m));
+  }
+  if (at != bytes.size()) {
+    error = "bytes after the last message";
+    return std::nullopt;
+  }
+  return h;
+}
+
+}  // namespace phoenix

@@ -1,0 +1,128 @@
+// A giver that crashes right after a migration's state left it: the messages its inbox held for the interval
+// (delivered to it and acknowledged to their senders, not yet taken by its application) reach the taker with the
+// state (phoenix/handover.hpp). Sent through the overlay instead, they waited at the giver for the taker's route
+// and died with it. Separate processes on 127.0.0.1.
+#include <doctest/doctest.h>
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <string>
+#include <thread>
+
+#include <phoenix/config.hpp>
+#include <phoenix/node.hpp>
+
+#include "phoenix/launch/process_group.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace std::chrono_literals;
+using phoenix::Interval;
+using phoenix::launch::ChildPipes;
+using phoenix::launch::Clock;
+using phoenix::launch::ProcessGroup;
+
+// Named, not anonymous: the test sources are built as one unity source.
+namespace crash_handover {
+
+constexpr std::uint64_t L = 1000;
+constexpr int messages = 10;
+constexpr int tag_waiting = 5, tag_sent = 6;
+
+phoenix::Config config(const std::string& name, const std::string& key) {
+  phoenix::Config c;
+  c.name = name;
+  c.space_size = L;
+  c.cluster_key_file = key;
+  c.retry_interval_ms = 30;
+  return c;
+}
+
+bool sees(phoenix::Node& node, Interval s) {
+  for (const auto& r : node.routing_snapshot().routes)
+    if (r.intervals == std::vector<Interval>{s}) return true;
+  return false;
+}
+
+// The giver: assumes [0, 500) and never takes a message for virtual node 450; once the taker says it sent them
+// all (a message to virtual node 10), it gives [400, 500) to the taker above.
+int run_giver(const std::string& key, const ChildPipes& pipes) {
+  phoenix::Node node(config("giver", key));
+  if (node.initialize("tcp://127.0.0.1:0") || node.assume({0, 500})) return 1;
+  if (node.set_state_handlers([](Interval) -> std::optional<phoenix::Bytes> { return phoenix::Bytes(8); },
+                              [](Interval, std::span<const std::byte>) { return true; }))
+    return 1;
+  phoenix::launch::report_line(pipes.report_fd, "PORT " + node.local_port() + " " + std::to_string(::getpid()));
+  const auto deadline = Clock::now() + 30s;
+  while (!node.recv_for(tag_sent, 20ms) && Clock::now() < deadline) {
+  }
+  std::this_thread::sleep_for(100ms);  // the end-to-end acknowledgements reach the taker
+  const auto ec = node.migrate(phoenix::Node::MigrationAction::give, phoenix::Node::Side::above, 100, 10s);
+  phoenix::launch::report_line(pipes.report_fd, "GAVE " + std::to_string(ec.value()));
+  while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) {
+  }
+  node.finalize();
+  return 0;
+}
+
+// The taker: assumes [500, 1000), sends the messages to virtual node 450, and kills the giver (SIGKILL) in its
+// unpack, once the state arrived; then receives what waited for 450.
+int run_taker(const std::string& key, const std::string& peer, pid_t giver, const ChildPipes& pipes) {
+  phoenix::Node node(config("taker", key));
+  if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume({500, L})) return 1;
+  if (node.set_state_handlers([](Interval) -> std::optional<phoenix::Bytes> { return phoenix::Bytes(8); },
+                              [giver](Interval, std::span<const std::byte>) {
+                                ::kill(giver, SIGKILL);
+                                std::this_thread::sleep_for(200ms);  // its links close
+                                return true;
+                              }))
+    return 1;
+  const auto deadline = Clock::now() + 30s;
+  while (!sees(node, {0, 500}) && Clock::now() < deadline) (void)node.recv_for(1, 20ms);
+  for (int k = 0; k < messages; ++k)
+    if (node.send(450, tag_waiting, &k, sizeof k)) return 1;
+  if (node.send(10, tag_sent, nullptr, 0)) return 1;
+  while (node.assumed() != std::vector<Interval>{{400, L}} && Clock::now() < deadline) (void)node.poll();
+  int got = 0;
+  const auto until = Clock::now() + 3s;
+  while (got < messages && Clock::now() < until)
+    if (node.recv_for(tag_waiting, 50ms)) ++got;
+  phoenix::launch::report_line(pipes.report_fd, "GOT " + std::to_string(got));
+  while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) {
+  }
+  node.finalize();
+  return 0;
+}
+
+std::string giver_killed_after_give() {
+  phoenix::test::temp_dir dir;
+  const std::string key = dir.make_key();
+  ProcessGroup group;
+  const std::size_t giver = group.spawn("giver", [&](const ChildPipes& p) { return run_giver(key, p); });
+  std::optional<std::size_t> taker;
+  std::string got;
+  const auto until = Clock::now() + 60s;
+  while (got.empty() && Clock::now() < until) {
+    const auto ev = group.next_event(until);
+    if (!ev) break;
+    if (ev->eof) continue;
+    MESSAGE(group.name(ev->child) << ": " << ev->line);
+    if (ev->child == giver && ev->line.rfind("PORT ", 0) == 0) {
+      const auto space = ev->line.rfind(' ');
+      const std::string port = ev->line.substr(5, space - 5);
+      const pid_t pid = static_cast<pid_t>(std::stol(ev->line.substr(space + 1)));
+      taker = group.spawn("taker", [&, port, pid](const ChildPipes& p) { return run_taker(key, port, pid, p); });
+    } else if (taker && ev->child == *taker && ev->line.rfind("GOT ", 0) == 0) {
+      got = ev->line;
+    }
+  }
+  group.stop_all(10s);
+  return got;
+}
+
+}  // namespace crash_handover
+
+TEST_CASE("crash: a giver SIGKILLed as its state arrives loses none of the messages its inbox held for the interval") {
+  CHECK(crash_handover::giver_killed_after_give() == "GOT " + std::to_string(crash_handover::messages));
+}

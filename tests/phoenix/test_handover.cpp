@@ -1,0 +1,52 @@
+// Tests of phoenix/handover.hpp: what goes with an interval beside its state, decoded as bytes from the network.
+#include <doctest/doctest.h>
+
+#include "phoenix/handover.hpp"
+
+using namespace phoenix;
+
+namespace {
+
+Bytes bytes_of(std::initializer_list<int> v) {
+  Bytes b;
+  for (int x : v) b.push_back(static_cast<std::byte>(x));
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("handover: the streams' part and the inbox's messages come back as they went, in order") {
+  const Bytes streams = bytes_of({1, 2, 3});
+  const std::vector<handed_message> inbox{{100, 7, 5, bytes_of({9, 9})}, {150, 8, -6, {}}, {100, 7, 5, bytes_of({1})}};
+  const Bytes encoded = encode_handover(streams, inbox);
+  std::string error;
+  const auto h = decode_handover(encoded, {100, 200}, error);
+  REQUIRE(h);
+  CHECK(Bytes(h->streams.begin(), h->streams.end()) == streams);
+  CHECK(h->inbox == inbox);
+  const auto empty = decode_handover(encode_handover({}, {}), {100, 200}, error);
+  REQUIRE(empty);
+  CHECK(empty->streams.empty());
+  CHECK(empty->inbox.empty());
+}
+
+TEST_CASE("handover: truncated or padded bytes, lengths past the end and messages outside the interval are refused") {
+  const Bytes encoded = encode_handover(bytes_of({1, 2, 3}), {{100, 7, 5, bytes_of({9, 9})}, {150, 8, 6, {}}});
+  std::string error;
+  for (std::size_t n = 0; n < encoded.size(); ++n) {
+    CAPTURE(n);
+    CHECK_FALSE(decode_handover(std::span(encoded).first(n), {100, 200}, error));
+  }
+  Bytes padded = encoded;
+  padded.push_back(std::byte{0});
+  CHECK_FALSE(decode_handover(padded, {100, 200}, error));
+  CHECK(error == "bytes after the last message");
+  CHECK_FALSE(decode_handover(encoded, {100, 150}, error));  // the second message is for 150
+  CHECK(error.find("outside the interval") != std::string::npos);
+  Bytes huge_count = encode_handover({}, {});
+  huge_count[8 + 7] = std::byte{0x7f};  // a message count near 2^63
+  CHECK_FALSE(decode_handover(huge_count, {100, 200}, error));
+  Bytes huge_length = encode_handover({}, {{100, 7, 5, bytes_of({1})}});
+  huge_length[16 + 20 + 7] = std::byte{0x7f};  // the message's length
+  CHECK_FALSE(decode_handover(huge_length, {100, 200}, error));
+}
