@@ -139,8 +139,15 @@ bool Node::Impl::drive_migration(const std::function<bool()>& done, clock::time_
   }
 }
 
+// Under orphan_policy adopt, an orphan the rules give to this node is adopted first: the adoption timer finds a
+// node that migrates all the time busy at nearly every look, and an orphan only it knows of (given_lost_) would
+// wait until it crashed too.
 migration::outcome Node::Impl::one_attempt(const migration::plan& p, clock::time_point deadline) {
-  if (!progress_->call([&] { return migration_->begin(p); })) return migration::outcome::none;
+  if (!progress_->call([&] {
+        if (adoption_timer_) adopt_orphan();
+        return migration_->begin(p);
+      }))
+    return migration::outcome::none;
   drive_migration([&] { return !migration_->protocol().busy(); }, deadline);
   return progress_->call([&] {
     const auto& proto = migration_->protocol();
@@ -206,6 +213,8 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
       left_ = true;
       return {};
     }
+    // An orphan beside it adopted (one_attempt): the only owner left cannot leave.
+    if (i->lo == 0 && i->hi == config_.space_size) return make_error_code(PH_ESTATE);
     // Moved, and still something to give: what it gave was adopted again, and is given on anew.
     if (o == migration::outcome::moved) side = first_side(*i);
     if (o == migration::outcome::running || clock::now() >= deadline) return make_error_code(PH_ETIMEDOUT);
@@ -215,7 +224,7 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
       return s == migration::side::below ? i->lo > 0 : i->hi < config_.space_size;
     };
     const auto other = side == migration::side::below ? migration::side::above : migration::side::below;
-    if (has(other)) side = other;
+    if (has(other) || !has(side)) side = other;
     back_off(backoff, deadline);
   }
 }
