@@ -203,7 +203,10 @@ class route_table {
     std::vector<route_interval> intervals;  // those that no reachable source (nor this node) owned since
     time_point since{};                     // when it became unreachable
   };
-  // The records at least `after` old with some interval still nobody's, by source.
+  // The records at least `after` old with some interval still nobody's, by source. Their age counts from the
+  // later of the loss and this node's last link change (a neighbour up or down): until the routes settle after
+  // its own links moved, a node cannot tell a crashed owner from one it merely lost its paths to, and a node
+  // whose links flap would otherwise report, and adopt, the intervals of live nodes. `since` is that instant.
   std::vector<lost_owner> lost_owners(time_point now, std::chrono::nanoseconds after) const;
   // An interval this node gave to `taker`, which became unreachable at `since` before anyone heard it assume
   // the interval: recorded as the taker's, like what it advertised (only the giver knows it left). Nothing if
@@ -335,6 +338,7 @@ class route_table {
   std::map<node_id, lost_owner> lost_;  // see lost_owners(); never contains self_
   std::set<std::pair<time_point, node_id>> lost_by_age_;  // (since, source) of every record: the oldest first
   std::size_t lost_intervals_ = 0;      // over all of lost_
+  time_point links_changed_at_{};       // this node's last neighbour up or down (lost_owners)
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;
