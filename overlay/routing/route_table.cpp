@@ -173,7 +173,7 @@ void route_table::set_local_intervals(std::vector<route_interval> intervals, tim
 
 void route_table::neighbour_up(node_id n, time_point now) {
   if (n == self_) return;
-  if (neighbours_.insert(n).second) links_changed_at_ = now;
+  if (neighbours_.insert(n).second && neighbours_.size() == 1) alone_at_ = now;
   own_seqno_ = next_even_above(own_seqno_);  // DSDV: a fresh seqno beats any odd poison of us out there
   schedule_trigger(self_, now);
   next_full_dump_ = std::min(next_full_dump_, now);  // DSDV: a new neighbour needs the whole table
@@ -181,7 +181,7 @@ void route_table::neighbour_up(node_id n, time_point now) {
 
 void route_table::neighbour_down(node_id n, time_point now) {
   if (!neighbours_.erase(n)) return;
-  links_changed_at_ = now;
+  if (neighbours_.empty()) alone_at_ = now;
   for (auto& [source, s] : sources_) {
     if (!s.via.contains(n)) continue;
     drop_route(source, s, n);
@@ -409,7 +409,7 @@ std::vector<route_interval> route_table::unowned(const std::vector<route_interva
 std::vector<route_table::lost_owner> route_table::lost_owners(time_point now, std::chrono::nanoseconds after) const {
   std::vector<lost_owner> out;
   for (const auto& [source, record] : lost_) {
-    const auto since = std::max(record.since, links_changed_at_);
+    const auto since = std::max(record.since, alone_at_);
     if (now - since < after) continue;
     auto left = unowned(record.intervals);
     if (!left.empty()) out.push_back(lost_owner{source, std::move(left), since});

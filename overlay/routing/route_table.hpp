@@ -204,9 +204,9 @@ class route_table {
     time_point since{};                     // when it became unreachable
   };
   // The records at least `after` old with some interval still nobody's, by source. Their age counts from the
-  // later of the loss and this node's last link change (a neighbour up or down): until the routes settle after
-  // its own links moved, a node cannot tell a crashed owner from one it merely lost its paths to, and a node
-  // whose links flap would otherwise report, and adopt, the intervals of live nodes. `since` is that instant.
+  // later of the loss and the last instant this node had no neighbour at all: a node whose links all broke lost
+  // its paths to every live node, and needs a newer sequence number from each to get them back; one whose links
+  // keep breaking would otherwise report, and adopt, the intervals of live nodes. `since` is that instant.
   std::vector<lost_owner> lost_owners(time_point now, std::chrono::nanoseconds after) const;
   // An interval this node gave to `taker`, which became unreachable at `since` before anyone heard it assume
   // the interval: recorded as the taker's, like what it advertised (only the giver knows it left). Nothing if
@@ -338,7 +338,7 @@ class route_table {
   std::map<node_id, lost_owner> lost_;  // see lost_owners(); never contains self_
   std::set<std::pair<time_point, node_id>> lost_by_age_;  // (since, source) of every record: the oldest first
   std::size_t lost_intervals_ = 0;      // over all of lost_
-  time_point links_changed_at_{};       // this node's last neighbour up or down (lost_owners)
+  time_point alone_at_{};               // the last instant this node had no neighbour (lost_owners)
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;

@@ -868,19 +868,20 @@ TEST_CASE("route_table: a source lost while it advertised intervals is reported 
   CHECK(sources(t0 + 3h) == std::vector<node_id>{s2});
 }
 
-TEST_CASE("route_table: a loss counts from when this node's own links last changed: a node whose links flap does not report live sources") {
+TEST_CASE("route_table: a loss counts from the last instant this node had no neighbour: one whose links all break does not report live sources") {
   auto t = make_table({a, b});
   t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
   t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);  // s is lost
-  t.neighbour_down(b, t0 + 4s);  // this node's own link breaks: its view of who is gone is unsettled
-  CHECK(t.lost_owners(t0 + 8s, 5s).empty());
-  REQUIRE(t.lost_owners(t0 + 9s, 5s).size() == 1);
-  CHECK(t.lost_owners(t0 + 9s, 5s)[0].since == t0 + 4s);
-  t.neighbour_up(b, t0 + 10s);  // and comes back
-  CHECK(t.lost_owners(t0 + 14s, 5s).empty());
-  CHECK(t.lost_owners(t0 + 15s, 5s).size() == 1);
-  t.neighbour_up(b, t0 + 16s);  // already up: nothing changed
-  CHECK(t.lost_owners(t0 + 16s, 5s).size() == 1);
+  t.neighbour_down(b, t0 + 2s);  // one link of two: its other paths stand
+  REQUIRE(t.lost_owners(t0 + 6s, 5s).size() == 1);
+  t.neighbour_down(a, t0 + 7s);  // its last link: its view of who is gone is worth nothing now
+  CHECK(t.lost_owners(t0 + 11s, 5s).empty());
+  t.neighbour_up(a, t0 + 8s);  // back; the wait counts from here
+  CHECK(t.lost_owners(t0 + 12s, 5s).empty());
+  REQUIRE(t.lost_owners(t0 + 13s, 5s).size() == 1);
+  CHECK(t.lost_owners(t0 + 13s, 5s)[0].since == t0 + 8s);
+  t.neighbour_up(b, t0 + 14s);  // a second neighbour: it was not alone
+  CHECK(t.lost_owners(t0 + 14s, 5s).size() == 1);
 }
 
 TEST_CASE("route_table: a source that withdrew its intervals before it went is not lost") {
