@@ -90,10 +90,10 @@ overlay_view overlay::view() const {
   return v;
 }
 
-std::vector<overlay_view::lost_owner> overlay::orphaned() const {
+std::vector<overlay_view::lost_owner> overlay::orphaned(bool all) const {
   std::vector<overlay_view::lost_owner> out;
   const auto now = std::chrono::steady_clock::now();
-  for (auto& l : routing_.table().lost_owners(now, config_.orphan_after))
+  for (auto& l : routing_.table().lost_owners(now, all ? std::chrono::nanoseconds(0) : config_.orphan_after))
     out.push_back({l.source, std::move(l.intervals),
                    std::chrono::duration_cast<std::chrono::milliseconds>(now - l.since)});
   return out;

@@ -196,7 +196,8 @@ class overlay final : public connection_owner {
   bool can_reach(node_id destination) const { return routing_.table().is_reachable(destination); }
   std::optional<node_id> owner_of(std::uint64_t vnode) const { return routing_.table().owner_of(vnode); }
   overlay_view view() const;
-  std::vector<overlay_view::lost_owner> orphaned() const;  // view().lost_owners alone
+  // view().lost_owners alone; with `all`, also the records not yet orphan_after old.
+  std::vector<overlay_view::lost_owner> orphaned(bool all = false) const;
   void note_lost_in_transit(node_id taker, base::interval given,
                             std::chrono::steady_clock::duration unreachable_for) {
     routing_.note_lost_in_transit(taker, given, unreachable_for);
