@@ -13,8 +13,8 @@
 // and the final intervals cover [0, L).
 //
 // With `kills`, the parent also SIGKILLs processes at random moments during the chaos, in turn: an owner (a
-// process that assumes an interval), a migration partner (a process that finds itself holding a migration lock
-// stops itself and is killed stopped), and a relay (a restarted process that assumes nothing, if there is one).
+// process that assumes an interval), a migration partner (a process that finds itself holding a migration lock,
+// between its own actions or in unpack as a taker, stops itself and is killed stopped), and a relay (a restarted process that assumes nothing, if there is one).
 // Each is restarted at once as a fresh process on the victim's port (so the links to it come back), alternately
 // one that assumes nothing and one that joins. The nodes run with orphan_policy "adopt", so what a victim
 // assumed is adopted by a neighbour. The rules then, for a process X killed at instant tk (docs/overlay.md,
