@@ -98,11 +98,11 @@ std::error_code Node::Impl::load_control_keys() {
 }
 
 // A tag no application and no service can receive: held, it would stay in the inbox for ever.
-void Node::Impl::drop_unreceivable(const overlay::packet& p) {
+void Node::Impl::drop_unreceivable(std::int32_t tag, vp_t source) {
   ++unreceivable_dropped_;
   if (!drop_warnings_.pass(std::chrono::steady_clock::now())) return;
   logger()->warn("{}: dropped a message with tag {} from {}, which nothing can receive ({} so far)", config_.name,
-                 p.tag, p.source, unreceivable_dropped_);
+                 tag, source, unreceivable_dropped_);
 }
 
 void Node::Impl::warn_control(const std::string& what) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/wire.hpp"
+#include "phoenix/service_messages.hpp"
 
 namespace phoenix {
 
@@ -68,6 +69,10 @@ std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interv
     read_u64(bytes, at, length);
     if (length > bytes.size() - at) {
       error = "a message is longer than the handover";
+      return std::nullopt;
+    }
+    if (!receivable_tag(m.tag)) {  // only what an inbox holds: an application's tag or a service's
+      error = "a message with tag " + std::to_string(m.tag) + ", which no inbox holds";
       return std::nullopt;
     }
     if (!s.contains(m.dest)) {

@@ -7,7 +7,8 @@
 // Layout, little-endian: u64 length of the streams' part, the streams' part (overlay::encode_states), u64
 // message count, then per message u64 dest, u64 source, u32 tag (two's complement), u64 length, the body.
 // Decoding is for bytes from the network: every count and length is checked against what is left, and every
-// message must be for a virtual node of the interval. Pure.
+// message must be for a virtual node of the interval, with a tag an inbox holds (an application's or a
+// service's). Pure.
 #pragma once
 
 #include <cstdint>

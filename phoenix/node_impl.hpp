@@ -125,7 +125,7 @@ class Node::Impl {
   void on_control(overlay::packet&& p);                          // holding the token
   std::error_code load_control_keys();
   void warn_control(const std::string& what);                    // holding the token: budgeted
-  void drop_unreceivable(const overlay::packet& p);              // holding the token: counted, budgeted
+  void drop_unreceivable(std::int32_t tag, vp_t source);              // holding the token: counted, budgeted
   bool refused_control(const control_packet& c, const overlay::packet& p, control_packet& reply);
   control_packet answer(const std::string& request, vp_t from);  // holding the token
   std::string status_text();                                     // holding the token

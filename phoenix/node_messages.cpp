@@ -15,7 +15,7 @@ namespace phoenix {
 void Node::Impl::deliver(overlay::packet&& p) {
   if (p.tag == migration::protocol_tag) return migration_->on_packet(p);
   if (p.tag == control_tag) return on_control(std::move(p));
-  if (p.tag < 0 && (p.tag < last_service_tag || p.tag > first_service_tag)) return drop_unreceivable(p);
+  if (!receivable_tag(p.tag)) return drop_unreceivable(p.tag, p.source);
   std::lock_guard lock(inbox_mu_);
   inbox_.emplace_back(p.dest, p.source, p.tag, std::move(p.body));
 }

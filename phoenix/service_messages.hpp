@@ -18,6 +18,10 @@ inline constexpr std::int32_t first_service_tag = -4;  // -2 and -3 are the migr
 // The lowest tag a service uses (the Volpex layer: -4 to -7). A message with any other negative tag can never be
 // received by anyone: a node drops it on arrival (and counts it) instead of holding it for ever.
 inline constexpr std::int32_t last_service_tag = -7;
+// An application's tag, or a service's: what the inbox may hold.
+constexpr bool receivable_tag(std::int32_t tag) {
+  return tag >= 0 || (tag >= last_service_tag && tag <= first_service_tag);
+}
 
 struct service_messages {
   static std::error_code send(Node& node, vp_t dest, std::int32_t tag, Bytes&& body);

@@ -30,7 +30,7 @@ TEST_CASE("handover: the streams' part and the inbox's messages come back as the
   CHECK(empty->inbox.empty());
 }
 
-TEST_CASE("handover: truncated or padded bytes, lengths past the end and messages outside the interval are refused") {
+TEST_CASE("handover: truncated or padded bytes, lengths past the end, messages outside the interval and tags no inbox holds are refused") {
   const Bytes encoded = encode_handover(bytes_of({1, 2, 3}), {{100, 7, 5, bytes_of({9, 9})}, {150, 8, 6, {}}});
   std::string error;
   for (std::size_t n = 0; n < encoded.size(); ++n) {
@@ -43,6 +43,12 @@ TEST_CASE("handover: truncated or padded bytes, lengths past the end and message
   CHECK(error == "bytes after the last message");
   CHECK_FALSE(decode_handover(encoded, {100, 150}, error));  // the second message is for 150
   CHECK(error.find("outside the interval") != std::string::npos);
+  for (const std::int32_t tag : {-2, -3, -8, -1000}) {  // the runtime's protocols' tags, and none at all
+    CAPTURE(tag);
+    CHECK_FALSE(decode_handover(encode_handover({}, {{100, 7, tag, {}}}), {100, 200}, error));
+    CHECK(error.find("no inbox holds") != std::string::npos);
+  }
+  CHECK(decode_handover(encode_handover({}, {{100, 7, -5, {}}}), {100, 200}, error));  // a service's
   Bytes huge_count = encode_handover({}, {});
   huge_count[8 + 7] = std::byte{0x7f};  // a message count near 2^63
   CHECK_FALSE(decode_handover(huge_count, {100, 200}, error));
