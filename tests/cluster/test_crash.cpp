@@ -20,6 +20,7 @@
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
 
+#include "crash_nodes.hpp"
 #include "phoenix/launch/process_group.hpp"
 #include "support/temp_dir.hpp"
 
@@ -31,27 +32,12 @@ using phoenix::launch::ProcessGroup;
 
 namespace {
 
-constexpr std::uint64_t L = 1000;
+using phoenix::test::crash::L;
+using phoenix::test::crash::member_config;
+using phoenix::test::crash::sees_interval;
 constexpr std::uint64_t waiting_vnode = 700;  // in the victim's interval [500, 1000)
 
-phoenix::Config member_config(const std::string& name, const std::string& key, const std::string& policy) {
-  phoenix::Config c;
-  c.name = name;
-  c.space_size = L;
-  c.cluster_key_file = key;
-  c.retry_interval_ms = 30;
-  c.orphan_after_ms = 300;
-  c.orphan_policy = policy;
-  return c;
-}
-
 std::string text(const Interval& s) { return std::to_string(s.lo) + " " + std::to_string(s.hi); }
-
-bool sees_interval(phoenix::Node& node, Interval s) {
-  for (const auto& r : node.routing_snapshot().routes)
-    if (r.intervals == std::vector<Interval>{s}) return true;
-  return false;
-}
 
 // Reports what the node assumes, then runs until the test stops it, and finalizes.
 int report_assumed_until_stopped(phoenix::Node& node, const ChildPipes& pipes) {

@@ -14,6 +14,7 @@
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
 
+#include "crash_nodes.hpp"
 #include "phoenix/launch/process_group.hpp"
 #include "support/temp_dir.hpp"
 
@@ -26,29 +27,16 @@ using phoenix::launch::ProcessGroup;
 // Named, not anonymous: the test sources are built as one unity source.
 namespace crash_handover {
 
-constexpr std::uint64_t L = 1000;
+using phoenix::test::crash::L;
+using phoenix::test::crash::member_config;
+using phoenix::test::crash::sees_interval;
 constexpr int messages = 10;
 constexpr int tag_waiting = 5, tag_sent = 6;
-
-phoenix::Config config(const std::string& name, const std::string& key) {
-  phoenix::Config c;
-  c.name = name;
-  c.space_size = L;
-  c.cluster_key_file = key;
-  c.retry_interval_ms = 30;
-  return c;
-}
-
-bool sees(phoenix::Node& node, Interval s) {
-  for (const auto& r : node.routing_snapshot().routes)
-    if (r.intervals == std::vector<Interval>{s}) return true;
-  return false;
-}
 
 // The giver: assumes [0, 500) and never takes a message for virtual node 450; once the taker says it sent them
 // all (a message to virtual node 10), it gives [400, 500) to the taker above.
 int run_giver(const std::string& key, const ChildPipes& pipes) {
-  phoenix::Node node(config("giver", key));
+  phoenix::Node node(member_config("giver", key, "wait"));
   if (node.initialize("tcp://127.0.0.1:0") || node.assume({0, 500})) return 1;
   if (node.set_state_handlers([](Interval) -> std::optional<phoenix::Bytes> { return phoenix::Bytes(8); },
                               [](Interval, std::span<const std::byte>) { return true; }))
@@ -69,7 +57,7 @@ int run_giver(const std::string& key, const ChildPipes& pipes) {
 // The taker: assumes [500, 1000), sends the messages to virtual node 450, and kills the giver (SIGKILL) in its
 // unpack, once the state arrived; then receives what waited for 450.
 int run_taker(const std::string& key, const std::string& peer, pid_t giver, const ChildPipes& pipes) {
-  phoenix::Node node(config("taker", key));
+  phoenix::Node node(member_config("taker", key, "wait"));
   if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume({500, L})) return 1;
   if (node.set_state_handlers([](Interval) -> std::optional<phoenix::Bytes> { return phoenix::Bytes(8); },
                               [giver](Interval, std::span<const std::byte>) {
@@ -79,7 +67,7 @@ int run_taker(const std::string& key, const std::string& peer, pid_t giver, cons
                               }))
     return 1;
   const auto deadline = Clock::now() + 30s;
-  while (!sees(node, {0, 500}) && Clock::now() < deadline) (void)node.recv_for(1, 20ms);
+  while (!sees_interval(node, {0, 500}) && Clock::now() < deadline) (void)node.recv_for(1, 20ms);
   for (int k = 0; k < messages; ++k)
     if (node.send(450, tag_waiting, &k, sizeof k)) return 1;
   if (node.send(10, tag_sent, nullptr, 0)) return 1;

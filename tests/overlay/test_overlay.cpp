@@ -13,6 +13,7 @@
 #include "overlay/links/cluster_key.hpp"
 #include "overlay/links/frame.hpp"
 #include "overlay/overlay.hpp"
+#include "support/io_drive.hpp"
 
 using namespace phoenix::overlay;
 namespace base = phoenix::base;
@@ -31,12 +32,7 @@ overlay_config config_for(std::string name) {
   return c;
 }
 
-// Runs `io` until cond() holds or `limit` passed; whether it holds.
-bool drive_until(asio::io_context& io, const std::function<bool()>& cond, std::chrono::milliseconds limit = 5s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!cond() && std::chrono::steady_clock::now() < deadline) io.run_for(2ms);
-  return cond();
-}
+using phoenix::test::drive_until;
 
 struct member {
   std::deque<packet> received;

@@ -13,6 +13,7 @@
 
 #include "overlay/links/cluster_key.hpp"
 #include "overlay/overlay.hpp"
+#include "support/io_drive.hpp"
 
 using namespace phoenix::overlay;
 using namespace std::chrono_literals;
@@ -22,11 +23,7 @@ namespace relay_crash {
 
 constexpr std::uint64_t L = 1000;
 
-bool drive_until(asio::io_context& io, const std::function<bool()>& cond, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!cond() && std::chrono::steady_clock::now() < deadline) io.run_for(2ms);
-  return cond();
-}
+using phoenix::test::drive_until;
 
 // A line sender - relay - receiver, in one io_context. The sender's packets have one hop: they run out of hops
 // at the relay, which acknowledges them and holds them (for an hour before it tries again, and sooner only if
