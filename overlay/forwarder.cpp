@@ -6,6 +6,9 @@
 namespace phoenix::overlay {
 
 namespace {
+// The longest a kept packet waits between two resends (send_streams.hpp).
+constexpr std::chrono::steady_clock::duration resend_max = std::chrono::minutes(1);
+
 // Arms `timer` to call `fire` after `after`, unless it is armed already (`armed` says so until it fires).
 template <class F>
 void arm_once(asio::steady_timer& timer, bool& armed, std::chrono::steady_clock::duration after, F fire) {
@@ -28,7 +31,7 @@ forwarder::forwarder(asio::io_context& io, const overlay_config& config, node_id
       routing_(routing),
       deliver_(std::move(deliver)),
       hop_retry_timer_(io),
-      sent_(resend_timing{config.end_to_end_resend, std::chrono::minutes(1)}),
+      sent_(resend_timing{config.end_to_end_resend, resend_max}),
       resend_timer_(io),
       stranded_timer_(io),
       ack_timer_(io) {}
@@ -280,6 +283,12 @@ void forwarder::arm_resend() {
       // twice as long.
       if (!routing_.is_local(p.dest) && !routing_.next_hop_for(p.dest)) {
         account(-static_cast<std::int64_t>(p.footprint()));  // departed() counts it again
+        // A resource name is never reused: one that no route reached at any resend up to resend_max (two
+        // minutes in all) names an incarnation that is gone, and its stream is given up.
+        if (p.dest >= config_.space_size && sent_.waited(p) >= resend_max) {
+          account(-static_cast<std::int64_t>(sent_.drop_stream(p.dest)));
+          continue;
+        }
         no_owner.push_back(std::move(p));
         continue;
       }

@@ -93,6 +93,27 @@ std::vector<packet> send_streams::take_due(clock::time_point now) {
   return due;
 }
 
+send_streams::clock::duration send_streams::waited(const packet& p) const {
+  const auto s = streams_.find(p.dest);
+  if (s == streams_.end()) return {};
+  const auto o = find_seq(s->second.out, p.stream_seq);
+  return o == s->second.out.end() ? clock::duration{} : o->backoff;
+}
+
+std::uint64_t send_streams::drop_stream(std::uint64_t dest) {
+  const auto s = streams_.find(dest);
+  if (s == streams_.end()) return 0;
+  std::uint64_t freed = 0;
+  for (const auto& o : s->second.out) {
+    if (!o.kept) continue;
+    freed += o.kept->footprint();
+    --packets_kept_;
+  }
+  bytes_kept_ -= freed;
+  erase(s);
+  return freed;
+}
+
 std::optional<send_streams::clock::time_point> send_streams::next_due() const {
   std::optional<clock::time_point> next;
   for (const auto& [vnode, s] : streams_) {

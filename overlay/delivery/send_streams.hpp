@@ -45,6 +45,10 @@ class send_streams {
   std::optional<std::uint64_t> on_ack(std::uint64_t vnode, std::uint64_t upto);
   // Kept packets due to go out again; they come back through keep() when the first hop has them again.
   std::vector<packet> take_due(clock::time_point now);
+  // How long p, just taken by take_due(), had waited: resend_after at first, doubling up to resend_max.
+  clock::duration waited(const packet& p) const;
+  // Forgets the stream to `dest` and every packet kept of it (an incarnation that is gone); their footprint.
+  std::uint64_t drop_stream(std::uint64_t dest);
   // When take_due() next has something, if anything is kept.
   std::optional<clock::time_point> next_due() const;
   // Every kept packet, oldest first per stream (for the finalize log); the streams stay numbered.

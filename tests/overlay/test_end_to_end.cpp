@@ -85,6 +85,34 @@ TEST_CASE(
   CHECK(s.streams() == 1);
 }
 
+TEST_CASE("end-to-end: a sender tells how long a packet it takes out waited, and can give up a stream with all it keeps of it") {
+  send_streams s({seconds(2), seconds(5)});
+  const auto t0 = clock_type::now();
+  packet a = to_vnode(5000), b = to_vnode(5000), c = to_vnode(9);
+  for (packet* p : {&a, &b, &c}) s.stamp(*p);
+  CHECK(s.keep(a, t0) == 0);
+  CHECK(s.keep(b, t0) == 0);
+  CHECK(s.keep(c, t0) == 0);
+  auto due = s.take_due(t0 + seconds(2));
+  REQUIRE(due.size() == 3);
+  CHECK(s.waited(due[0]) == seconds(2));
+  CHECK(s.keep(std::move(due[0]), t0 + seconds(2)) == 0);  // a first hop has it again: 4 s this time
+  due = s.take_due(t0 + seconds(6));
+  REQUIRE(due.size() == 1);
+  CHECK(s.waited(due[0]) == seconds(4));
+  CHECK(s.keep(std::move(due[0]), t0 + seconds(6)) == 0);
+  due = s.take_due(t0 + seconds(11));
+  REQUIRE(due.size() == 1);
+  CHECK(s.waited(due[0]) == seconds(5));  // never more than resend_max
+  // The stream to 5000 given up: the packet kept of it is freed, the stream to 9 stays.
+  CHECK(s.keep(std::move(due[0]), t0 + seconds(11)) == 0);
+  CHECK(s.drop_stream(5000) == packet::footprint_of(8));
+  CHECK(s.drop_stream(5000) == 0);
+  CHECK(s.packets_kept() == 0);
+  CHECK(s.bytes_kept() == 0);
+  CHECK(s.streams() == 1);
+}
+
 TEST_CASE("end-to-end: an acknowledgement of a number never sent is refused and frees nothing") {
   send_streams s;
   packet a = to_vnode(3);
