@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/wire.hpp"
+#include "overlay/delivery/stream_codec.hpp"
 #include "phoenix/service_messages.hpp"
 
 namespace phoenix {
@@ -21,7 +22,8 @@ bool read_u64(std::span<const std::byte> b, std::size_t& at, std::uint64_t& v) {
 
 }  // namespace
 
-Bytes encode_handover(std::span<const std::byte> streams, const std::vector<handed_message>& inbox) {
+Bytes encode_handover(const std::vector<overlay::stream_state>& states, const std::vector<handed_message>& inbox) {
+  const Bytes streams = overlay::encode_states(states);
   std::size_t size = 8 + streams.size() + 8;
   for (const auto& m : inbox) size += message_head_bytes + m.body.size();
   Bytes out(size);
@@ -48,7 +50,24 @@ std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interv
     error = "the streams' part is longer than the handover";
     return std::nullopt;
   }
-  h.streams = bytes.subspan(at, n);
+  // More records than a node keeps are not decoded at all: a giver could otherwise make this node allocate for a
+  // state of up to migration_driver::max_state_bytes.
+  if (n > 4 + 24 * overlay::stream_limits{}.max_streams) {
+    error = "more streams than a node keeps";
+    return std::nullopt;
+  }
+  auto states = overlay::decode_states(bytes.subspan(at, n));
+  if (!states) {
+    error = "a malformed streams' part";
+    return std::nullopt;
+  }
+  for (const auto& st : *states) {
+    if (!s.contains(st.vnode)) {
+      error = "a stream to " + std::to_string(st.vnode) + ", outside the interval";
+      return std::nullopt;
+    }
+  }
+  h.streams = std::move(*states);
   at += n;
   if (!read_u64(bytes, at, n) || n > (bytes.size() - at) / message_head_bytes) {
     error = "more messages than the handover holds";

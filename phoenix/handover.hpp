@@ -6,9 +6,11 @@
 //
 // Layout, little-endian: u64 length of the streams' part, the streams' part (overlay::encode_states), u64
 // message count, then per message u64 dest, u64 source, u32 tag (two's complement), u64 length, the body.
-// Decoding is for bytes from the network: every count and length is checked against what is left, and every
-// message must be for a virtual node of the interval, with a tag an inbox holds (an application's or a
-// service's). Pure.
+// Decoding is for bytes from the network: every count and length is checked against what is left, at most as
+// many streams as a node keeps (overlay/delivery/receive_streams.hpp) are decoded, every stream and every
+// message must be for a virtual node of the interval (a giver cannot set another interval's streams, or mark a
+// sender's packets to this node's resource name as delivered), and every message must have a tag an inbox holds
+// (an application's or a service's). Pure.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "overlay/delivery/receive_streams.hpp"
 
 namespace phoenix {
 
@@ -30,12 +34,13 @@ struct handed_message {
 };
 
 struct handover {
-  std::span<const std::byte> streams;  // overlay::encode_states's bytes, within the decoded buffer
+  std::vector<overlay::stream_state> streams;
   std::vector<handed_message> inbox;
 };
 
-Bytes encode_handover(std::span<const std::byte> streams, const std::vector<handed_message>& inbox);
-// nullopt, with the reason in `error`, if the bytes are malformed or a message is not for a virtual node of s.
+Bytes encode_handover(const std::vector<overlay::stream_state>& streams, const std::vector<handed_message>& inbox);
+// nullopt, with the reason in `error`, if the bytes are malformed or a stream or a message is not for a virtual
+// node of s.
 std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interval s, std::string& error);
 
 }  // namespace phoenix

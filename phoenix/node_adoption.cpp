@@ -59,12 +59,12 @@ void Node::Impl::adopt_orphan() {
   migration_->adopted(o->span, o->owner);
 }
 
-bool Node::Impl::adopt_given_lost() {
-  return progress_->call([&] {
-    if (!adoption_timer_ || given_lost_.empty()) return false;
-    adopt_orphan();
-    return !overlay_->assumed().empty();
-  });
+// The adoption timer adopts a given-lost interval once the rules allow (four times orphan_after for a node that
+// assumes nothing), or forgets it once others own it; until then, or the deadline, the node stays.
+bool Node::Impl::adopt_given_lost(clock::time_point deadline) {
+  if (!adoption_timer_) return false;
+  drive_migration([&] { return given_lost_.empty() || !overlay_->assumed().empty(); }, deadline);
+  return progress_->call([&] { return !overlay_->assumed().empty(); });
 }
 
 }  // namespace phoenix

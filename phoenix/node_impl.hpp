@@ -139,7 +139,6 @@ class Node::Impl {
   Bytes release_for_migration(Interval s);
   void arrive(Interval s, std::span<const std::byte> with);
   bool assume_now(Interval s);           // holding the token; false if it overlaps
-  void adopt_streams(std::span<const std::byte> encoded);  // holding the token: streams that came with an interval
   void sync_migration_interval();        // holding the token: the protocol learns what the node assumes
   bool migration_involved() const;       // holding the token: an attempt or a lock is under way
   // orphan_policy "adopt" (orphan_adoption.hpp): looks at the orphaned intervals every quarter of
@@ -151,7 +150,7 @@ class Node::Impl {
   // orphaned interval overlaps it. Holding the token.
   std::vector<Interval> given_lost_;
   static constexpr std::size_t max_given_lost = 64;
-  bool adopt_given_lost();  // a leaving node that gave all it had: true if it assumes something again
+  bool adopt_given_lost(clock::time_point deadline);  // a leaver that gave all it had: assumes something again?
   std::unique_ptr<asio::steady_timer> adoption_timer_;
   // Migration leases (migration_driver::tick), every quarter of migration_lease_ms.
   void arm_lease();

@@ -5,7 +5,6 @@
 #include <phoenix/node.hpp>
 #include <random>
 
-#include "overlay/delivery/stream_codec.hpp"
 #include "phoenix/handover.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/node_impl.hpp"
@@ -67,7 +66,7 @@ Bytes Node::Impl::release_for_migration(Interval s) {
   std::vector<handed_message> inbox;
   for (auto& p : take_inbox_packets([&](vp_t v) { return s.contains(v); }))
     inbox.push_back({p.dest, p.source, p.tag, std::move(p.body)});
-  return encode_handover(overlay::encode_states(overlay_->take_streams(s)), inbox);
+  return encode_handover(overlay_->take_streams(s), inbox);
 }
 
 // The taker's side (and a giver's whose interval came back): the streams first, then the handed-over messages
@@ -75,7 +74,7 @@ Bytes Node::Impl::release_for_migration(Interval s) {
 void Node::Impl::arrive(Interval s, std::span<const std::byte> with) {
   std::string error;
   if (auto h = decode_handover(with, s, error)) {
-    adopt_streams(h->streams);
+    overlay_->adopt_streams(h->streams);
     std::lock_guard lock(inbox_mu_);
     for (auto& m : h->inbox) inbox_.emplace_back(m.dest, m.source, m.tag, std::move(m.body));
   } else if (!with.empty()) {
@@ -83,21 +82,6 @@ void Node::Impl::arrive(Interval s, std::span<const std::byte> with) {
                     s.hi, error);
   }
   assume_now(s);
-}
-
-void Node::Impl::adopt_streams(std::span<const std::byte> encoded) {
-  if (encoded.empty()) return;
-  // More records than a node keeps (overlay/delivery/receive_streams.hpp) is not decoded at all: a broken or
-  // hostile giver could otherwise make this node allocate for a state of up to max_state_bytes.
-  constexpr std::size_t most = 4 + 24 * overlay::stream_limits{}.max_streams;
-  if (encoded.size() > most) {
-    logger()->error("{}: {} bytes of end-to-end streams' state came with an interval, more than a node keeps; "
-                    "ignored", config_.name, encoded.size());
-    return;
-  }
-  if (const auto states = overlay::decode_states(encoded)) return overlay_->adopt_streams(*states);
-  logger()->error("{}: the end-to-end streams' state that came with an interval is malformed; ignored",
-                  config_.name);
 }
 
 bool Node::Impl::assume_now(Interval s) {
@@ -191,7 +175,7 @@ std::error_code Node::Impl::leave(std::chrono::milliseconds timeout) {
   // that again and gives it on, rather than leave with the only knowledge of it (orphan_adoption.hpp).
   const auto remaining = [&] {
     auto i = current_interval();
-    if (i && i->empty() && adopt_given_lost()) i = current_interval();
+    if (i && i->empty() && adopt_given_lost(deadline)) i = current_interval();
     return i;
   };
   const auto first_side = [](const migration::interval& i) {

@@ -15,8 +15,13 @@ std::optional<OrphanedInterval> adoption_for(const std::vector<Interval>& mine,
     if (o.lost_for < after) continue;
     for (const auto& g : given_lost) {
       const Interval part{std::max(o.span.lo, g.lo), std::min(o.span.hi, g.hi)};
-      if (part.lo < part.hi && (empty || part.hi == mine[0].lo || part.lo == mine[0].hi))
-        return OrphanedInterval{part, o.owner, o.lost_for};
+      if (part.lo >= part.hi) continue;
+      // Below the part, this node goes first, as for any orphan. Above it, or assuming nothing, it waits four
+      // times as long: the taker may have been heard assuming the part before it crashed, by a node below it,
+      // which then adopts it by the rules below.
+      const bool below = !empty && part.lo == mine[0].hi;
+      const bool last_resort = empty || part.hi == mine[0].lo;
+      if (below || (last_resort && o.lost_for >= 4 * after)) return OrphanedInterval{part, o.owner, o.lost_for};
     }
   }
   if (empty) return std::nullopt;

@@ -10,10 +10,11 @@
 // nothing, or several intervals, adopts nothing: the migration protocol needs one interval, and adopting only
 // what touches it keeps it one.
 //
-// Before these rules: what this node gave to a taker that crashed before anyone heard it assume it
-// (`given_lost`, known to this node alone) is adopted by this node as soon as it is reported, where it touches
-// this node's interval or this node assumes nothing (a node that gave all it had, or is leaving): nobody else
-// can. Only that part of the lost owner's record is taken; the rest is its neighbours'.
+// Before these rules: what this node gave to a taker that crashed before this node heard it assume it
+// (`given_lost`) is adopted by this node, only that part of the lost owner's record (the rest is its
+// neighbours'): at once where this node lies below it, after four times the wait where it lies above it or this
+// node assumes nothing (a node that gave all it had, or is leaving). The wait leaves the part to a node below it
+// that heard the taker assume it before it crashed; where nobody did, only this node knows it.
 #pragma once
 
 #include <chrono>

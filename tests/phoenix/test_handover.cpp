@@ -16,13 +16,13 @@ Bytes bytes_of(std::initializer_list<int> v) {
 }  // namespace
 
 TEST_CASE("handover: the streams' part and the inbox's messages come back as they went, in order") {
-  const Bytes streams = bytes_of({1, 2, 3});
+  const std::vector<overlay::stream_state> streams{{7, 100, 12}, {8, 199, 3}};
   const std::vector<handed_message> inbox{{100, 7, 5, bytes_of({9, 9})}, {150, 8, -6, {}}, {100, 7, 5, bytes_of({1})}};
   const Bytes encoded = encode_handover(streams, inbox);
   std::string error;
   const auto h = decode_handover(encoded, {100, 200}, error);
   REQUIRE(h);
-  CHECK(Bytes(h->streams.begin(), h->streams.end()) == streams);
+  CHECK(h->streams == streams);
   CHECK(h->inbox == inbox);
   const auto empty = decode_handover(encode_handover({}, {}), {100, 200}, error);
   REQUIRE(empty);
@@ -30,8 +30,8 @@ TEST_CASE("handover: the streams' part and the inbox's messages come back as the
   CHECK(empty->inbox.empty());
 }
 
-TEST_CASE("handover: truncated or padded bytes, lengths past the end, messages outside the interval and tags no inbox holds are refused") {
-  const Bytes encoded = encode_handover(bytes_of({1, 2, 3}), {{100, 7, 5, bytes_of({9, 9})}, {150, 8, 6, {}}});
+TEST_CASE("handover: truncated or padded bytes, lengths past the end, streams and messages outside the interval and tags no inbox holds are refused") {
+  const Bytes encoded = encode_handover({{7, 100, 12}}, {{100, 7, 5, bytes_of({9, 9})}, {150, 8, 6, {}}});
   std::string error;
   for (std::size_t n = 0; n < encoded.size(); ++n) {
     CAPTURE(n);
@@ -49,6 +49,15 @@ TEST_CASE("handover: truncated or padded bytes, lengths past the end, messages o
     CHECK(error.find("no inbox holds") != std::string::npos);
   }
   CHECK(decode_handover(encode_handover({}, {{100, 7, -5, {}}}), {100, 200}, error));  // a service's
+  // A stream's state outside the interval: another interval's, or this node's resource name's.
+  for (const std::uint64_t vnode : {99ull, 200ull, 1ull << 40}) {
+    CAPTURE(vnode);
+    CHECK_FALSE(decode_handover(encode_handover({{7, vnode, ~0ull}}, {}), {100, 200}, error));
+    CHECK(error.find("outside the interval") != std::string::npos);
+  }
+  const std::vector<overlay::stream_state> too_many(overlay::stream_limits{}.max_streams + 1, {7, 150, 1});
+  CHECK_FALSE(decode_handover(encode_handover(too_many, {}), {100, 200}, error));
+  CHECK(error == "more streams than a node keeps");
   Bytes huge_count = encode_handover({}, {});
   huge_count[8 + 7] = std::byte{0x7f};  // a message count near 2^63
   CHECK_FALSE(decode_handover(huge_count, {100, 200}, error));

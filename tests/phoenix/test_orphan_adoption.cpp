@@ -38,17 +38,19 @@ TEST_CASE("orphan adoption: a node that assumes nothing, or several intervals, a
   CHECK_FALSE(adoption_for({{0, 10}}, {orphan(11, 20, 1h)}, 10s, nobody));  // not adjacent
 }
 
-TEST_CASE("orphan adoption: what a node gave to a taker that crashed is adopted by that node alone, at once, where it touches its interval or it assumes nothing") {
+TEST_CASE("orphan adoption: what a node gave to a taker that crashed is adopted by that node, at once where it lies below it, after four times the wait where it lies above it or assumes nothing") {
   const std::vector<Interval> given{{100, 200}};
   // The taker's record merges what it advertised, [200, 300), with what it was given: only the latter is taken.
-  const auto got = adoption_for({}, {orphan(100, 300, 10s)}, 10s, everyone, given);
+  CHECK_FALSE(adoption_for({}, {orphan(100, 300, 39s)}, 10s, everyone, given));  // a node below may know it
+  const auto got = adoption_for({}, {orphan(100, 300, 40s)}, 10s, everyone, given);
   REQUIRE(got);
   CHECK(got->span == Interval{100, 200});
   CHECK(got->owner == 77);
-  CHECK_FALSE(adoption_for({}, {orphan(100, 300, 9s)}, 10s, everyone, given));  // not reported yet
   CHECK_FALSE(adoption_for({}, {orphan(200, 300, 1h)}, 10s, everyone, given));  // another node took it
+  CHECK_FALSE(adoption_for({{0, 100}}, {orphan(100, 300, 9s)}, 10s, everyone, given));  // not reported yet
   CHECK(adoption_for({{0, 100}}, {orphan(100, 300, 10s)}, 10s, everyone, given)->span == Interval{100, 200});
-  CHECK(adoption_for({{200, 250}}, {orphan(50, 200, 10s)}, 10s, everyone, given)->span == Interval{100, 200});
+  CHECK_FALSE(adoption_for({{200, 250}}, {orphan(50, 200, 39s)}, 10s, everyone, given));
+  CHECK(adoption_for({{200, 250}}, {orphan(50, 200, 40s)}, 10s, everyone, given)->span == Interval{100, 200});
   CHECK_FALSE(adoption_for({{0, 50}}, {orphan(100, 300, 1h)}, 10s, everyone, given));  // not adjacent
   CHECK_FALSE(adoption_for({{0, 10}, {20, 30}}, {orphan(100, 300, 1h)}, 10s, everyone, given));
   CHECK_FALSE(adoption_for({}, {orphan(100, 300, 1h)}, 10s, everyone));  // not given by this node
