@@ -105,7 +105,10 @@ class overlay final : public connection_owner {
 
   // Mapping: the intervals of [0, L) this node assumes.
   base::interval_set::result assume(base::interval s) { return routing_.assume(s); }
-  base::interval_set::result release(base::interval s) { return routing_.release(s); }
+  base::interval_set::result release(base::interval s, bool in_transit = false) {
+    return routing_.release(s, in_transit);
+  }
+  void transit_over(base::interval s) { routing_.transit_over(s); }
   bool assumes(std::uint64_t vnode) const { return routing_.assumed().contains(vnode); }
   const base::interval_set& assumed() const { return routing_.assumed(); }
 

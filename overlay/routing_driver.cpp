@@ -30,8 +30,21 @@ routing_driver::routing_driver(asio::io_context& io, const overlay_config& confi
 
 routing_driver::~routing_driver() { timer_.cancel(); }
 
-base::interval_set::result routing_driver::assume(base::interval s) { return advertise(own_.add(s)); }
-base::interval_set::result routing_driver::release(base::interval s) { return advertise(own_.remove(s)); }
+// An interval that comes back (taken or given back, or kept when its pack failed) is no longer in transit.
+base::interval_set::result routing_driver::assume(base::interval s) {
+  const auto r = own_.add(s);
+  if (r == base::interval_set::result::ok && transit_.contains(s)) (void)transit_.remove(s);
+  return advertise(r);
+}
+base::interval_set::result routing_driver::release(base::interval s, bool in_transit) {
+  const auto r = own_.remove(s);
+  if (r == base::interval_set::result::ok && in_transit) (void)transit_.add(s);  // never overlaps: s was own
+  return advertise(r);
+}
+
+void routing_driver::transit_over(base::interval s) {
+  if (transit_.remove(s) == base::interval_set::result::ok) advertise(base::interval_set::result::ok);
+}
 
 void routing_driver::withdraw() {
   withdrawn_ = true;
@@ -41,7 +54,7 @@ void routing_driver::withdraw() {
 
 base::interval_set::result routing_driver::advertise(base::interval_set::result r) {
   if (r == base::interval_set::result::ok && !withdrawn_) {
-    table_.set_local_intervals(own_.intervals(), clock::now());
+    table_.set_local_intervals(own_.intervals(), clock::now(), transit_.intervals());
     changed();
   }
   return r;

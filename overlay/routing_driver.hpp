@@ -31,9 +31,13 @@ class routing_driver {
   routing_driver(const routing_driver&) = delete;
   routing_driver& operator=(const routing_driver&) = delete;
 
-  // The intervals of [0, L) this node assumes; each change is advertised.
+  // The intervals of [0, L) this node assumes; each change is advertised. A release `in_transit` (a
+  // migration's give) is advertised as such, in the same update as the release, until transit_over(s):
+  // should this node crash before its taker assumes s, s is reported with this node's intervals
+  // (route_entry::in_transit).
   base::interval_set::result assume(base::interval s);
-  base::interval_set::result release(base::interval s);
+  base::interval_set::result release(base::interval s, bool in_transit = false);
+  void transit_over(base::interval s);
   const base::interval_set& assumed() const { return own_; }
   // A node that finalizes advertises no intervals from now on, while it still delivers what arrives for them:
   // the others see it go as a node that left, not as an owner lost (route_table::lost_owners).
@@ -75,6 +79,7 @@ class routing_driver {
   std::function<void()> routes_changed_;
   route_table table_;
   base::interval_set own_;
+  base::interval_set transit_;
   bool withdrawn_ = false;
   std::uint64_t seen_generation_ = 0;
   asio::steady_timer timer_;

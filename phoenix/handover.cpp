@@ -11,6 +11,7 @@ namespace phoenix {
 namespace {
 
 constexpr std::size_t message_head_bytes = 8 + 8 + 4 + 8;
+constexpr std::size_t loss_bytes = 4 * 8;
 
 // Reads a u64 at `at`, advancing it; false if fewer than 8 bytes are left.
 bool read_u64(std::span<const std::byte> b, std::size_t& at, std::uint64_t& v) {
@@ -22,9 +23,10 @@ bool read_u64(std::span<const std::byte> b, std::size_t& at, std::uint64_t& v) {
 
 }  // namespace
 
-Bytes encode_handover(const std::vector<overlay::stream_state>& states, const std::vector<handed_message>& inbox) {
+Bytes encode_handover(const std::vector<overlay::stream_state>& states, const std::vector<handed_message>& inbox,
+                      const std::vector<handed_loss>& losses) {
   const Bytes streams = overlay::encode_states(states);
-  std::size_t size = 8 + streams.size() + 8;
+  std::size_t size = 8 + streams.size() + 8 + 8 + loss_bytes * losses.size();
   for (const auto& m : inbox) size += message_head_bytes + m.body.size();
   Bytes out(size);
   std::byte* p = out.data();
@@ -38,6 +40,15 @@ Bytes encode_handover(const std::vector<overlay::stream_state>& states, const st
     base::store_le<std::uint32_t>(p + 16, static_cast<std::uint32_t>(m.tag));
     base::store_le<std::uint64_t>(p + 20, m.body.size());
     p = std::copy(m.body.begin(), m.body.end(), p + message_head_bytes);
+  }
+  base::store_le<std::uint64_t>(p, losses.size());
+  p += 8;
+  for (const auto& l : losses) {
+    base::store_le<std::uint64_t>(p, l.taker);
+    base::store_le<std::uint64_t>(p + 8, l.span.lo);
+    base::store_le<std::uint64_t>(p + 16, l.span.hi);
+    base::store_le<std::uint64_t>(p + 24, l.lost_for_ms);
+    p += loss_bytes;
   }
   return out;
 }
@@ -103,9 +114,21 @@ std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interv
     at += length;
     h.inbox.push_back(std::move(m));
   }
-  if (at != bytes.size()) {
-    error = "bytes after the last message";
+  if (!read_u64(bytes, at, n) || n > max_handed_losses || n * loss_bytes != bytes.size() - at) {
+    error = "a malformed losses' part";
     return std::nullopt;
+  }
+  for (std::uint64_t k = 0; k < n; ++k) {
+    handed_loss l;
+    read_u64(bytes, at, l.taker);
+    read_u64(bytes, at, l.span.lo);
+    read_u64(bytes, at, l.span.hi);
+    read_u64(bytes, at, l.lost_for_ms);
+    if (l.span.empty() || (l.span.hi != s.lo && l.span.lo != s.hi)) {
+      error = "a loss not next to the interval";
+      return std::nullopt;
+    }
+    h.losses.push_back(l);
   }
   return h;
 }

@@ -4,13 +4,19 @@
 // them, so nobody else has a copy: they travel inside the state, which its taker either gets whole or the
 // interval is lost with it, never one without the other (docs/overlay.md, "End-to-end delivery").
 //
+// Third, what the giver alone knew of an interval next to the one it gives: it was on its way to a taker that
+// crashed (Node::Impl::given_lost_). The taker of the interval next to it adopts it in the giver's stead
+// (orphan_adoption.hpp); the giver, whose interval no longer touches it, could not.
+//
 // Layout, little-endian: u64 length of the streams' part, the streams' part (overlay::encode_states), u64
-// message count, then per message u64 dest, u64 source, u32 tag (two's complement), u64 length, the body.
+// message count, then per message u64 dest, u64 source, u32 tag (two's complement), u64 length, the body; u64
+// loss count, then per loss u64 taker, u64 lo, u64 hi, u64 milliseconds since the taker was lost.
 // Decoding is for bytes from the network: every count and length is checked against what is left, at most as
 // many streams as a node keeps (overlay/delivery/receive_streams.hpp) are decoded, every stream and every
 // message must be for a virtual node of the interval (a giver cannot set another interval's streams, or mark a
 // sender's packets to this node's resource name as delivered), and every message must have a tag an inbox holds
-// (an application's or a service's). Pure.
+// (an application's or a service's); at most max_handed_losses losses, each non-empty and next to the
+// interval. Pure.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +39,22 @@ struct handed_message {
   friend bool operator==(const handed_message&, const handed_message&) = default;
 };
 
+struct handed_loss {
+  vp_t taker = 0;  // the crashed taker's resource name
+  Interval span;
+  std::uint64_t lost_for_ms = 0;
+  friend bool operator==(const handed_loss&, const handed_loss&) = default;
+};
+inline constexpr std::size_t max_handed_losses = 64;
+
 struct handover {
   std::vector<overlay::stream_state> streams;
   std::vector<handed_message> inbox;
+  std::vector<handed_loss> losses;
 };
 
-Bytes encode_handover(const std::vector<overlay::stream_state>& streams, const std::vector<handed_message>& inbox);
+Bytes encode_handover(const std::vector<overlay::stream_state>& streams, const std::vector<handed_message>& inbox,
+                      const std::vector<handed_loss>& losses = {});
 // nullopt, with the reason in `error`, if the bytes are malformed or a stream or a message is not for a virtual
 // node of s.
 std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interval s, std::string& error);

@@ -92,8 +92,10 @@ void migration_driver::queue_step(const step& s) {
 
 void migration_driver::give_now(interval t, vp_t taker, std::uint64_t attempt) {
   Bytes state;
+  settle_transit();
   seal_state(state, ops_.release(t));
   protocol_.released(t);
+  transit_ = t;
   start_stream(kind::state_begin, t, taker, attempt, std::move(state));
 }
 
@@ -389,6 +391,7 @@ void migration_driver::tick(std::chrono::steady_clock::time_point now) {
     }
   }
   unreachable_since_ = std::move(still);
+  settle_transit();
   // Streams and early chunks whose record ended (forgotten above or at max_pending, a partner given up): the
   // states coming are refused, so that their givers take them back.
   std::erase_if(in_, [&](const incoming& in) {
@@ -435,6 +438,18 @@ spdlog::level::level_enum migration_driver::peer_line(spdlog::level::level_enum 
 // --- dispatch -----------------------------------------------------------------------------------------------
 
 void migration_driver::on_packet(const overlay::packet& p) {
+  dispatch(p);
+  settle_transit();
+}
+
+// A released interval is advertised in transit while the protocol still has it on its way from this node.
+void migration_driver::settle_transit() {
+  if (!transit_ || protocol_.releasing_to() != 0) return;
+  if (ops_.transit_over) ops_.transit_over(*transit_);
+  transit_.reset();
+}
+
+void migration_driver::dispatch(const overlay::packet& p) {
   const auto m = migration::decode(p.body);
   if (!m || m->from != p.source) {
     logger()->log(peer_line(spdlog::level::err), "{}: malformed migration message from {:x}; ignored", name_,
@@ -491,8 +506,10 @@ int migration_driver::run_pending(progress_engine& progress) {
       // Release first, so that no message for the interval reaches the application while it packs.
       Bytes streams;
       progress.call([&] {
+        settle_transit();
         streams = ops_.release(s.span);
         protocol_.released(s.span);
+        transit_ = s.span;
       });
       wait_for_handling(progress, s.span);
       std::optional<Bytes> state = pack_(s.span);

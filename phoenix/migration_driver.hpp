@@ -68,6 +68,9 @@ class migration_driver {
     // reported as orphaned with the taker's (Node::orphaned), so that orphan_policy "adopt" assumes it. Unset:
     // nothing.
     std::function<void(vp_t, Interval, std::chrono::steady_clock::duration)> lost_in_transit;
+    // The transfer of an interval `release` gave is over (done, taken or given back, or its taker given up
+    // on): it is no longer advertised in transit (overlay::release). Unset: nothing.
+    std::function<void(Interval)> transit_over;
   };
   struct lease_config {
     std::chrono::milliseconds lease = migration::lock_protocol::default_lease;
@@ -164,6 +167,8 @@ class migration_driver {
   void refuse_state(vp_t giver, migration::interval t, std::uint64_t attempt);
   void finish_arrival(std::list<incoming>::iterator in, bool unpacked);
   void give_now(migration::interval t, vp_t taker, std::uint64_t attempt);  // without state handlers
+  void dispatch(const overlay::packet& p);
+  void settle_transit();
   // A state on the wire: the application's bytes, the streams' state, and its length as a u64 (so that the
   // application's part is a prefix: nothing is copied on arrival). split_state returns the two parts.
   static void seal_state(Bytes& state, const Bytes& streams);
@@ -186,6 +191,7 @@ class migration_driver {
   lease_config leases_;
   // Lists: an incoming stream's bytes are unpacked without the token, so they must not move meanwhile.
   std::list<outgoing> out_;
+  std::optional<migration::interval> transit_;  // released for a give whose transfer is not over (settle_transit)
   std::list<incoming> in_;
   std::vector<early_chunk> early_chunks_;
   // Partners this node waits on that have no route, and since when (tick).

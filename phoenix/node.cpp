@@ -182,9 +182,9 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
                                  [this](vp_t n) { return overlay_->can_reach(n); },
                                  [this](vp_t taker, Interval s, std::chrono::steady_clock::duration gone) {
                                    overlay_->note_lost_in_transit(taker, s, gone);
-                                   if (given_lost_.size() == max_given_lost) given_lost_.erase(given_lost_.begin());
-                                   given_lost_.push_back(s);
-                                 }},
+                                   note_given_lost(s);
+                                 },
+                                 [this](Interval s) { overlay_->transit_over(s); }},
       migration_driver::lease_config{std::chrono::milliseconds(config_.migration_lease_ms),
                                      std::chrono::milliseconds(config_.orphan_after_ms)});
   sync_migration_interval();

@@ -22,6 +22,7 @@
 #include "overlay/overlay.hpp"
 #include "phoenix/control.hpp"
 #include "phoenix/control_guard.hpp"
+#include "phoenix/handover.hpp"
 #include "phoenix/messages_in_hand.hpp"
 #include "phoenix/message_log.hpp"
 #include "phoenix/migration_driver.hpp"
@@ -145,12 +146,15 @@ class Node::Impl {
   // orphan_after_ms, holding the token, and assumes one that touches this node's interval.
   void arm_adoption();
   void adopt_orphan();
-  // Intervals this node gave to takers that crashed before anyone heard them assume them: it alone can adopt
-  // them (orphan_adoption.hpp). At most max_given_lost, the oldest dropped first; an entry goes once no
-  // orphaned interval overlaps it. Holding the token.
+  // Intervals this node gave to takers that crashed before anyone heard them assume them, or that came with an
+  // interval next to them from a giver that had (handover.hpp): it alone can adopt them (orphan_adoption.hpp).
+  // At most max_given_lost, the oldest dropped first; an entry goes once no orphaned interval overlaps it, or
+  // with the interval next to it. Holding the token.
   std::vector<Interval> given_lost_;
   static constexpr std::size_t max_given_lost = 64;
   bool adopt_given_lost(clock::time_point deadline);  // a leaver that gave all it had: assumes something again?
+  void note_given_lost(Interval s);
+  std::vector<handed_loss> hand_over_losses(Interval s);  // given_lost_ next to s, which leaves with it
   std::unique_ptr<asio::steady_timer> adoption_timer_;
   // Migration leases (migration_driver::tick), every quarter of migration_lease_ms.
   void arm_lease();

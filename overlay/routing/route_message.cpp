@@ -32,14 +32,17 @@ constexpr std::size_t count_offset = 2;
 
 void write_entry(base::writer& w, const route_entry& e) {
   w.put_u64(e.source).put_u64(e.seqno).put_u16(e.metric).put_u16(static_cast<std::uint16_t>(e.intervals.size()));
+  w.put_u16(static_cast<std::uint16_t>(e.in_transit.size()));
   for (const auto& iv : e.intervals) w.put_u64(iv.lo).put_u64(iv.hi);
+  for (const auto& iv : e.in_transit) w.put_u64(iv.lo).put_u64(iv.hi);
 }
 
 }  // namespace
 
 std::vector<std::vector<std::byte>> encode_update(const route_update& u, std::size_t max_payload_bytes) {
   for (const auto& e : u.entries) {
-    if (e.intervals.size() > max_route_intervals || !intervals_valid(e.intervals) ||
+    if (e.intervals.size() + e.in_transit.size() > max_route_intervals || !intervals_valid(e.intervals) ||
+        !intervals_valid(e.in_transit) ||
         route_update_header_bytes + encoded_size(e) > max_payload_bytes) {
       return {};
     }
@@ -90,19 +93,23 @@ std::optional<route_update> decode_update(std::span<const std::byte> payload, st
   u.entries.reserve(std::min<std::size_t>(count, in.remaining() / route_entry_header_bytes));
   for (std::size_t i = 0; i < count; ++i) {
     route_entry e;
-    std::uint16_t n_intervals = 0;
-    if (!in.get_u64(e.source) || !in.get_u64(e.seqno) || !in.get_u16(e.metric) || !in.get_u16(n_intervals)) {
+    std::uint16_t n_intervals = 0, n_transit = 0;
+    if (!in.get_u64(e.source) || !in.get_u64(e.seqno) || !in.get_u16(e.metric) || !in.get_u16(n_intervals) ||
+        !in.get_u16(n_transit)) {
       return fail<route_update>(error, "truncated entry (fewer entries than count)");
     }
-    if (n_intervals > max_route_intervals) return fail<route_update>(error, "too many intervals");
-    if (in.remaining() / route_interval_bytes < n_intervals)
+    if (std::size_t{n_intervals} + n_transit > max_route_intervals)
+      return fail<route_update>(error, "too many intervals");
+    if (in.remaining() / route_interval_bytes < std::size_t{n_intervals} + n_transit)
       return fail<route_update>(error, "truncated intervals");
     e.intervals.resize(n_intervals);
-    for (auto& iv : e.intervals) {
-      if (!in.get_u64(iv.lo) || !in.get_u64(iv.hi)) return fail<route_update>(error, "truncated intervals");
+    e.in_transit.resize(n_transit);
+    for (auto* list : {&e.intervals, &e.in_transit}) {
+      for (auto& iv : *list) {
+        if (!in.get_u64(iv.lo) || !in.get_u64(iv.hi)) return fail<route_update>(error, "truncated intervals");
+      }
+      if (!intervals_valid(*list)) return fail<route_update>(error, "intervals empty, unsorted or overlapping");
     }
-    if (!intervals_valid(e.intervals))
-      return fail<route_update>(error, "intervals empty, unsorted or overlapping");
     u.entries.push_back(std::move(e));
   }
   if (in.remaining() != 0) return fail<route_update>(error, "trailing bytes (more entries than count?)");

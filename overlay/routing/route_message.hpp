@@ -7,8 +7,11 @@
 //
 // Update payload:
 //   u8 flags (bit0 = full_dump, other bits must be 0), u8 reserved (0), u16 count,
-//   count x { u64 source, u64 seqno, u16 metric, u16 n_intervals, n_intervals x { u64 lo, u64 hi } }
-//   Intervals are half-open, each non-empty (lo < hi), sorted and disjoint (prev.hi <= lo); at most 4096.
+//   count x { u64 source, u64 seqno, u16 metric, u16 n_intervals, u16 n_transit,
+//             n_intervals x { u64 lo, u64 hi }, n_transit x { u64 lo, u64 hi } }
+//   The first list is what the source assumes, the second what it has in transit (route_entry::in_transit).
+//   Intervals are half-open, each non-empty (lo < hi), sorted and disjoint (prev.hi <= lo) within each list;
+//   at most 4096 over both.
 // Request payload:
 //   u64 source, u64 seqno, u8 hop_limit (never 0, RFC 8966 4.6.11).
 //
@@ -27,14 +30,14 @@
 namespace phoenix::overlay {
 
 inline constexpr std::size_t route_update_header_bytes = 4;
-inline constexpr std::size_t route_entry_header_bytes = 20;
+inline constexpr std::size_t route_entry_header_bytes = 22;
 inline constexpr std::size_t route_interval_bytes = 16;
 inline constexpr std::size_t route_request_bytes = 17;
 inline constexpr std::size_t max_route_intervals = 4096;
 
 // Bytes one entry takes on the wire.
 constexpr std::size_t encoded_size(const route_entry& e) {
-  return route_entry_header_bytes + route_interval_bytes * e.intervals.size();
+  return route_entry_header_bytes + route_interval_bytes * (e.intervals.size() + e.in_transit.size());
 }
 
 // Splits the update into as few payloads as greedy packing allows, each <= max_payload_bytes and each

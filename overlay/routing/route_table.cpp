@@ -101,7 +101,7 @@ void route_table::select_route(node_id source, source_state& s, time_point now) 
   selection next;
   if (auto n = best_route(s)) {
     const neighbour_route& r = s.via.at(*n);
-    next = {n, r.seqno, local_metric(r.metric), r.intervals};
+    next = {n, r.seqno, local_metric(r.metric), r.intervals, r.in_transit};
   } else if (s.next_hop) {
     const std::uint64_t poison = newest_retraction(s);
     if (poison > s.seqno) {
@@ -127,7 +127,8 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
 
   // Rule 7: only reachability, metric or interval changes are worth a triggered update; seqno-only news
   // waits for the next full dump. Compared with what was last advertised, not with the previous selection.
-  if (reachable && intervals_changed) s.intervals_unadvertised = true;
+  // What is in transit travels with the intervals: a giver's release and its transit are one piece of news.
+  if (reachable && (intervals_changed || next.in_transit != s.in_transit)) s.intervals_unadvertised = true;
   const bool news = next.metric != s.advertised_metric || (reachable && s.intervals_unadvertised);
   // DSDV settling: a newer seqno that arrived over a worse path first is used at once but advertised later,
   // so that the better path carrying the same seqno (likely just behind) does not cause a second wave. Judged
@@ -136,12 +137,17 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   const bool settle = reachable && s.advertised_metric != infinite_metric && next.seqno > s.advertised_seqno &&
                       next.metric > s.advertised_metric && !s.intervals_unadvertised;
 
-  if (was_reachable && !reachable && !s.intervals.empty()) note_lost(source, s.intervals, now);
+  if (was_reachable && !reachable && (!s.intervals.empty() || !s.in_transit.empty())) {
+    std::vector<route_interval> all = s.intervals;
+    all.insert(all.end(), s.in_transit.begin(), s.in_transit.end());
+    note_lost(source, normalised(std::move(all)), now);
+  }
   if (reachable) drop_lost(source);
   s.next_hop = next.next_hop;
   s.seqno = next.seqno;
   s.metric = next.metric;
   s.intervals = std::move(next.intervals);
+  s.in_transit = std::move(next.in_transit);
 
   if (news) {
     schedule_trigger(source, settle ? now + settling_time(source) : now);
@@ -163,8 +169,10 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
 // ---------------------------------------------------------------------------------------------------------
 // Local events
 
-void route_table::set_local_intervals(std::vector<route_interval> intervals, time_point now) {
+void route_table::set_local_intervals(std::vector<route_interval> intervals, time_point now,
+                                      std::vector<route_interval> in_transit) {
   own_intervals_ = normalised(std::move(intervals));
+  own_transit_ = normalised(std::move(in_transit));
   own_seqno_ = next_even_above(own_seqno_);
   schedule_trigger(self_, now);
   index_stale_ = routes_changed_ = true;
@@ -249,16 +257,16 @@ std::vector<route_table::route_view> route_table::routes() const {
 // Output
 
 route_entry route_table::advertise(node_id source) {
-  if (source == self_) return {self_, own_seqno_, 0, own_intervals_};
+  if (source == self_) return {self_, own_seqno_, 0, own_intervals_, own_transit_};
   source_state& s = sources_.at(source);
-  if (!s.next_hop) return {source, s.seqno, infinite_metric, {}};  // RFC 8966 3.7.3: retractions leave FD alone
+  if (!s.next_hop) return {source, s.seqno, infinite_metric, {}, {}};  // RFC 8966 3.7.3: retractions leave FD alone
   // RFC 8966 3.7.3: a newer seqno resets the feasibility distance, the same one keeps the minimum metric.
   if (!s.fd || s.seqno > s.fd->seqno) {
     s.fd = feasibility_distance{s.seqno, s.metric};
   } else if (s.seqno == s.fd->seqno) {
     s.fd->metric = std::min(s.fd->metric, s.metric);
   }
-  return {source, s.seqno, s.metric, s.intervals};
+  return {source, s.seqno, s.metric, s.intervals, s.in_transit};
 }
 
 void route_table::note_heard_by_all(source_state& s) {
@@ -474,7 +482,7 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
   source_state& s = it->second;
   for (const auto& [n, r] : s.via) {
     hold_queue_.erase({r.held_until, it->first, n});
-    held_intervals_ -= r.intervals.size();
+    held_intervals_ -= r.intervals.size() + r.in_transit.size();
   }
   set_timer(trigger_queue_, s.trigger_due, it->first, std::nullopt);
   set_timer(request_queue_, s.request_due, it->first, std::nullopt);
@@ -486,7 +494,7 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
 void route_table::drop_route(node_id source, source_state& s, node_id neighbour) {
   auto it = s.via.find(neighbour);
   hold_queue_.erase({it->second.held_until, source, neighbour});
-  held_intervals_ -= it->second.intervals.size();
+  held_intervals_ -= it->second.intervals.size() + it->second.in_transit.size();
   s.via.erase(it);
 }
 

@@ -59,6 +59,10 @@ struct route_entry {
   std::uint64_t seqno = 0;
   std::uint16_t metric = 0;
   std::vector<route_interval> intervals;  // the source's intervals (sorted, disjoint); none in a retraction
+  // What the source released to a taker not yet heard to assume it (sorted, disjoint): never routed to, but
+  // part of the source's record should it be lost (lost_owners), so that a giver that crashes with an interval
+  // on its way leaves it reported, not nobody's and unknown.
+  std::vector<route_interval> in_transit{};
   friend bool operator==(const route_entry&, const route_entry&) = default;
 };
 
@@ -125,7 +129,8 @@ class route_table {
 
   // --- local events ---
   // Replaces this node's intervals (normalised: sorted, merged, empty ones dropped); bumps own seqno, triggers.
-  void set_local_intervals(std::vector<route_interval> intervals, time_point now);
+  void set_local_intervals(std::vector<route_interval> intervals, time_point now,
+                           std::vector<route_interval> in_transit = {});
   // Bumps own seqno (so the fresh route beats any odd poison), triggers, and makes a full dump due at once
   // so the new neighbour learns the whole table.
   void neighbour_up(node_id n, time_point now);
@@ -208,6 +213,7 @@ class route_table {
   // its paths to every live node, and needs a newer sequence number from each to get them back; one whose links
   // keep breaking would otherwise report, and adopt, the intervals of live nodes. `since` is that instant.
   std::vector<lost_owner> lost_owners(time_point now, std::chrono::nanoseconds after) const;
+  // A source's record holds what it advertised in transit too (route_entry::in_transit).
   // An interval this node gave to `taker`, which became unreachable at `since` before anyone heard it assume
   // the interval: recorded as the taker's, like what it advertised (only the giver knows it left). Nothing if
   // the taker is reachable, or is this node.
@@ -237,6 +243,7 @@ class route_table {
     std::uint64_t seqno = 0;
     std::uint16_t metric = infinite_metric;  // as advertised, i.e. without our hop
     std::vector<route_interval> intervals;
+    std::vector<route_interval> in_transit;
     time_point held_until{};  // dropped if not refreshed by then (key in hold_queue_)
   };
   struct feasibility_distance {  // RFC 8966 3.5.1, with DSDV seqnos
@@ -251,6 +258,7 @@ class route_table {
     std::uint64_t seqno = 0;
     std::uint16_t metric = infinite_metric;
     std::vector<route_interval> intervals;
+    std::vector<route_interval> in_transit;
     std::optional<feasibility_distance> fd;
     // What all our neighbours last heard from us: triggers compare with it, so a change that is undone before
     // it went out (DSDV settling) costs nothing. Invariant: the selection differs from it (in metric or
@@ -281,6 +289,7 @@ class route_table {
     std::uint64_t seqno = 0;
     std::uint16_t metric = infinite_metric;
     std::vector<route_interval> intervals;
+    std::vector<route_interval> in_transit;
   };
   struct owner_slot {  // [lo, hi) is owned by owner
     std::uint64_t lo = 0, hi = 0;
@@ -328,6 +337,7 @@ class route_table {
   route_params params_;
   std::uint64_t own_seqno_ = 2;
   std::vector<route_interval> own_intervals_;
+  std::vector<route_interval> own_transit_;
   std::set<node_id> neighbours_;
   std::map<node_id, source_state> sources_;  // never contains self_
   mutable std::vector<owner_slot> owner_index_;  // sorted by lo, disjoint; valid unless index_stale_

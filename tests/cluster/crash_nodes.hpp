@@ -1,13 +1,19 @@
-// What the crash tests' node processes share (test_crash.cpp, test_crash_handover.cpp): their space, their
-// configuration, and how they wait to see another node's interval.
+// What the crash tests' node processes share (test_crash.cpp, test_crash_handover.cpp, test_crash_transit.cpp):
+// their space, their configuration, and how they wait to see another node's interval.
 #pragma once
 
+#include <doctest/doctest.h>
+
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
+
+#include "phoenix/launch/process_group.hpp"
 
 namespace phoenix::test::crash {
 
@@ -30,6 +36,32 @@ inline bool sees_interval(phoenix::Node& node, phoenix::Interval s) {
   for (const auto& r : node.routing_snapshot().routes)
     if (r.intervals == std::vector<phoenix::Interval>{s}) return true;
   return false;
+}
+
+// Spawns `first` (a child function); once it reports "PORT <rest>", spawns `second` made by `make_second(rest)`;
+// returns the first line of the second that begins with `want` (empty if none within 60 s), then stops both.
+template <class First, class MakeSecond>
+std::string first_then_second(const std::string& first_name, First first, const std::string& second_name,
+                              MakeSecond make_second, const std::string& want) {
+  using phoenix::launch::Clock;
+  phoenix::launch::ProcessGroup group;
+  const std::size_t one = group.spawn(first_name, first);
+  std::optional<std::size_t> two;
+  std::string got;
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  while (got.empty() && Clock::now() < until) {
+    const auto ev = group.next_event(until);
+    if (!ev) break;
+    if (ev->eof) continue;
+    MESSAGE(group.name(ev->child) << ": " << ev->line);
+    if (ev->child == one && ev->line.rfind("PORT ", 0) == 0) {
+      two = group.spawn(second_name, make_second(ev->line.substr(5)));
+    } else if (two && ev->child == *two && ev->line.rfind(want, 0) == 0) {
+      got = ev->line;
+    }
+  }
+  group.stop_all(std::chrono::seconds(10));
+  return got;
 }
 
 }  // namespace phoenix::test::crash

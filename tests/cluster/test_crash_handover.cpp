@@ -15,14 +15,12 @@
 #include <phoenix/node.hpp>
 
 #include "crash_nodes.hpp"
-#include "phoenix/launch/process_group.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace std::chrono_literals;
 using phoenix::Interval;
 using phoenix::launch::ChildPipes;
 using phoenix::launch::Clock;
-using phoenix::launch::ProcessGroup;
 
 // Named, not anonymous: the test sources are built as one unity source.
 namespace crash_handover {
@@ -86,27 +84,14 @@ int run_taker(const std::string& key, const std::string& peer, pid_t giver, cons
 std::string giver_killed_after_give() {
   phoenix::test::temp_dir dir;
   const std::string key = dir.make_key();
-  ProcessGroup group;
-  const std::size_t giver = group.spawn("giver", [&](const ChildPipes& p) { return run_giver(key, p); });
-  std::optional<std::size_t> taker;
-  std::string got;
-  const auto until = Clock::now() + 60s;
-  while (got.empty() && Clock::now() < until) {
-    const auto ev = group.next_event(until);
-    if (!ev) break;
-    if (ev->eof) continue;
-    MESSAGE(group.name(ev->child) << ": " << ev->line);
-    if (ev->child == giver && ev->line.rfind("PORT ", 0) == 0) {
-      const auto space = ev->line.rfind(' ');
-      const std::string port = ev->line.substr(5, space - 5);
-      const pid_t pid = static_cast<pid_t>(std::stol(ev->line.substr(space + 1)));
-      taker = group.spawn("taker", [&, port, pid](const ChildPipes& p) { return run_taker(key, port, pid, p); });
-    } else if (taker && ev->child == *taker && ev->line.rfind("GOT ", 0) == 0) {
-      got = ev->line;
-    }
-  }
-  group.stop_all(10s);
-  return got;
+  const auto make_taker = [&](const std::string& rest) {  // "<address> <pid>"
+    const auto space = rest.rfind(' ');
+    const std::string port = rest.substr(0, space);
+    const pid_t pid = static_cast<pid_t>(std::stol(rest.substr(space + 1)));
+    return [&, port, pid](const ChildPipes& p) { return run_taker(key, port, pid, p); };
+  };
+  return phoenix::test::crash::first_then_second(
+      "giver", [&](const ChildPipes& p) { return run_giver(key, p); }, "taker", make_taker, "GOT ");
 }
 
 }  // namespace crash_handover

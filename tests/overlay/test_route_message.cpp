@@ -23,19 +23,26 @@ void put_u64(std::vector<std::byte>& out, std::uint64_t v) {
 }
 
 // An update payload built by hand, so that the decoder can be fed what the encoder refuses to write.
+// Each entry's intervals, then (if given) what it has in transit.
 std::vector<std::byte> raw_update(std::uint8_t flags, std::uint8_t reserved, std::uint16_t count,
-                                  const std::vector<std::vector<route_interval>>& entries) {
+                                  const std::vector<std::vector<route_interval>>& entries,
+                                  const std::vector<std::vector<route_interval>>& transit = {}) {
   std::vector<std::byte> out{static_cast<std::byte>(flags), static_cast<std::byte>(reserved)};
   put_u16(out, count);
   std::uint64_t source = 1;
-  for (const auto& ivs : entries) {
+  for (std::size_t e = 0; e < entries.size(); ++e) {
+    const std::vector<route_interval> none;
+    const auto& moving = e < transit.size() ? transit[e] : none;
     put_u64(out, source++);
     put_u64(out, 2);
     put_u16(out, 1);
-    put_u16(out, static_cast<std::uint16_t>(ivs.size()));
-    for (const auto& iv : ivs) {
-      put_u64(out, iv.lo);
-      put_u64(out, iv.hi);
+    put_u16(out, static_cast<std::uint16_t>(entries[e].size()));
+    put_u16(out, static_cast<std::uint16_t>(moving.size()));
+    for (const auto* list : {&entries[e], &moving}) {
+      for (const auto& iv : *list) {
+        put_u64(out, iv.lo);
+        put_u64(out, iv.hi);
+      }
     }
   }
   return out;
@@ -43,7 +50,7 @@ std::vector<std::byte> raw_update(std::uint8_t flags, std::uint8_t reserved, std
 
 route_update sample_update() {
   return {true,
-          {{0x1122334455667788ull, 42, 3, {{0, 10}, {20, 30}}},
+          {{0x1122334455667788ull, 42, 3, {{0, 10}, {20, 30}}, {{10, 15}}},
            {7, 13, infinite_metric, {}},
            {~std::uint64_t{0}, ~std::uint64_t{0} - 1, 0, {{~std::uint64_t{0} - 1, ~std::uint64_t{0}}}}}};
 }
@@ -67,13 +74,14 @@ bool rejected(const std::vector<std::byte>& p, const char* expect_in_error) {
 }  // namespace
 
 TEST_CASE("route_message: update layout is little-endian and exact") {
-  const route_update u{true, {{0x0102030405060708ull, 0x0A, 0x0B0C, {{1, 0x0100}}}}};
+  const route_update u{true, {{0x0102030405060708ull, 0x0A, 0x0B0C, {{1, 0x0100}}, {{0x0100, 0x0102}}}}};
   const auto want =
       bytes({0x01, 0x00, 0x01, 0x00,                          // flags, reserved, count 1
              0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // source
              0x0A, 0,    0,    0,    0,    0,    0,    0,     // seqno
-             0x0C, 0x0B, 0x01, 0x00,                          // metric, n_intervals
-             1,    0,    0,    0,    0,    0,    0,    0,    0x00, 0x01, 0, 0, 0, 0, 0, 0});  // [1, 256)
+             0x0C, 0x0B, 0x01, 0x00, 0x01, 0x00,              // metric, n_intervals, n_transit
+             1,    0,    0,    0,    0,    0,    0,    0,    0x00, 0x01, 0, 0, 0, 0, 0, 0,      // [1, 256)
+             0x00, 0x01, 0, 0, 0, 0, 0, 0, 0x02, 0x01, 0, 0, 0, 0, 0, 0});                  // [256, 258)
   CHECK(encode_one(u) == want);
   CHECK(decode_update(want) == u);
 }
@@ -142,6 +150,9 @@ TEST_CASE("route_message: bad headers and bad intervals are rejected") {
   CHECK(rejected(raw_update(0, 0, 1, {{{10, 20}, {0, 5}}}), "intervals"));       // unsorted
   CHECK(rejected(raw_update(0, 0, 1, {{{0, 10}, {9, 20}}}), "intervals"));       // overlapping
   CHECK(decode_update(raw_update(0, 0, 1, {{{0, 10}, {10, 20}}})).has_value());  // adjacent is disjoint
+  CHECK(rejected(raw_update(0, 0, 1, {{}}, {{{7, 7}}}), "intervals"));              // in transit: empty
+  CHECK(rejected(raw_update(0, 0, 1, {{}}, {{{10, 20}, {0, 5}}}), "intervals"));    // unsorted
+  CHECK(decode_update(raw_update(0, 0, 1, {{{0, 10}}}, {{{10, 20}}})).has_value());  // each list on its own
 
   // More than 4096 intervals: refused from the count alone, before looking for the bytes.
   auto p = raw_update(0, 0, 1, {{}});
@@ -151,6 +162,11 @@ TEST_CASE("route_message: bad headers and bad intervals are rejected") {
   std::vector<route_interval> many;
   for (std::uint64_t i = 0; i < max_route_intervals; ++i) many.push_back({2 * i, 2 * i + 1});
   CHECK(decode_update(raw_update(0, 0, 1, {many})).has_value());
+  // ... over both lists together.
+  const std::vector<route_interval> one_more{{~std::uint64_t{0} - 1, ~std::uint64_t{0}}};
+  CHECK(rejected(raw_update(0, 0, 1, {many}, {one_more}), "too many intervals"));
+  route_update too_many{false, {{1, 2, 1, many, one_more}}};
+  CHECK(encode_update(too_many, 1 << 20).empty());
 }
 
 TEST_CASE("route_message: big updates split across payloads, each within the limit and flagged") {
@@ -182,7 +198,7 @@ TEST_CASE("route_message: big updates split across payloads, each within the lim
 
 TEST_CASE("route_message: payloads are packed to the byte") {
   route_update u;
-  u.entries.resize(6, route_entry{1, 2, 3, {}});  // 20 bytes each
+  u.entries.resize(6, route_entry{1, 2, 3, {}});  // 22 bytes each
   const std::size_t two = route_update_header_bytes + 2 * route_entry_header_bytes;
   CHECK(encode_update(u, two).size() == 3);  // exactly two per payload
   for (const auto& p : encode_update(u, two - 1))
@@ -201,12 +217,13 @@ TEST_CASE("route_message: more entries than a u16 count holds are split too") {
 }
 
 TEST_CASE("route_message: what cannot be encoded is refused, not mangled") {
-  const route_entry e{1, 2, 3, {{0, 10}, {20, 30}}};  // 52 bytes on the wire
+  const route_entry e{1, 2, 3, {{0, 10}, {20, 30}}};  // 54 bytes on the wire
   CHECK(encode_update({false, {e}}, route_update_header_bytes + encoded_size(e)).size() == 1);
   CHECK(encode_update({false, {e}}, route_update_header_bytes + encoded_size(e) - 1).empty());
   CHECK(encode_update({false, {}}, 3).empty());
   CHECK(encode_update({false, {{1, 2, 3, {{10, 0}}}}}, 1000).empty());
   CHECK(encode_update({false, {{1, 2, 3, {{0, 10}, {5, 20}}}}}, 1000).empty());
+  CHECK(encode_update({false, {{1, 2, 3, {}, {{8, 4}}}}}, 1000).empty());  // in transit, reversed
   std::vector<route_interval> too_many;
   for (std::uint64_t i = 0; i <= max_route_intervals; ++i) too_many.push_back({2 * i, 2 * i + 1});
   CHECK(encode_update({false, {{1, 2, 3, too_many}}}, 1 << 20).empty());

@@ -927,6 +927,43 @@ TEST_CASE("route_table: an interval given to a taker that went before it was hea
   CHECK(later[1].intervals == std::vector<route_interval>{{100, 110}});
 }
 
+TEST_CASE("route_table: what a giver advertised in transit is passed on and never routed to, and is in its record once it is lost") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({route_entry{s, 10, 1, {{0, 10}}, {{10, 20}}}}), t0);  // s gave [10, 20) away
+  CHECK(t.owner_of(5) == s);
+  CHECK_FALSE(t.owner_of(15).has_value());
+  const auto passed = find_entry(t.collect_triggered(t0), s);
+  REQUIRE(passed.has_value());
+  CHECK(passed->in_transit == std::vector<route_interval>{{10, 20}});
+  // The transfer is over: the news goes out on its own, though the intervals stay as they were.
+  t.on_update(a, update({route_entry{s, 12, 1, {{0, 10}}, {}}}), t0 + 1s);
+  const auto over = find_entry(t.collect_triggered(t0 + 1s), s);
+  REQUIRE(over.has_value());
+  CHECK(over->in_transit.empty());
+  // Given again, and s crashes before its taker s2 is heard to assume it: the record holds it.
+  t.on_update(a, update({route_entry{s, 14, 1, {{0, 10}}, {{10, 20}}}}), t0 + 2s);
+  t.on_update(a, update({entry(s, 15, infinite_metric)}), t0 + 3s);
+  auto lost = t.lost_owners(t0 + 9s, 5s);
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].intervals == std::vector<route_interval>{{0, 20}});
+  // Heard later: what the taker assumed is the taker's.
+  t.on_update(b, update({entry(s2, 10, 1, {{10, 20}})}), t0 + 4s);
+  lost = t.lost_owners(t0 + 9s, 5s);
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].intervals == std::vector<route_interval>{{0, 10}});
+}
+
+TEST_CASE("route_table: this node advertises what it has in transit beside its intervals, and owns only the intervals") {
+  auto t = make_table({a});
+  t.set_local_intervals({{0, 5}}, t0, {{5, 8}});
+  const auto own = find_entry(t.collect_triggered(t0), me);
+  REQUIRE(own.has_value());
+  CHECK(own->intervals == std::vector<route_interval>{{0, 5}});
+  CHECK(own->in_transit == std::vector<route_interval>{{5, 8}});
+  CHECK(t.owner_of(3) == me);
+  CHECK_FALSE(t.owner_of(6).has_value());
+}
+
 TEST_CASE("route_table: what another node owned of a lost source's intervals stays out of its record when that node withdraws it") {
   auto t = make_table({a});
   // s gave [2, 4) to s2 before it went, and its last advertisement still named it.
