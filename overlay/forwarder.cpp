@@ -283,11 +283,17 @@ void forwarder::arm_resend() {
       // twice as long.
       if (!routing_.is_local(p.dest) && !routing_.next_hop_for(p.dest)) {
         account(-static_cast<std::int64_t>(p.footprint()));  // departed() counts it again
-        // A resource name is never reused: one that no route reached at any resend up to resend_max (two
-        // minutes in all) names an incarnation that is gone, and its stream is given up.
+        // A resource name is never reused: one kept through the longest backoff whose incarnation has had no
+        // route for as long names an incarnation that is gone, and its stream is given up.
         if (p.dest >= config_.space_size && sent_.waited(p) >= resend_max) {
-          account(-static_cast<std::int64_t>(sent_.drop_stream(p.dest)));
-          continue;
+          const auto since = routing_.table().unreachable_since(p.dest);
+          if (since && (*since == std::chrono::steady_clock::time_point::min() || now - *since >= resend_max)) {
+            account(-static_cast<std::int64_t>(sent_.drop_stream(p.dest)));
+            ++streams_given_up_;
+            logger()->warn("{}: {:x} has had no route for a minute or more: what this node kept for it is dropped",
+                           config_.name, p.dest);
+            continue;
+          }
         }
         no_owner.push_back(std::move(p));
         continue;

@@ -80,6 +80,8 @@ class forwarder {
   const waiting_room& waiting() const { return waiting_; }
   std::deque<packet> take_waiting() { return waiting_.take_all(); }
   std::uint64_t out_of_hops() const { return out_of_hops_; }
+  // Streams to resource names given up: their incarnation had no route through the longest backoff.
+  std::uint64_t streams_given_up() const { return streams_given_up_; }
 
  private:
   void hold(packet p);
@@ -114,6 +116,7 @@ class forwarder {
   bool ack_armed_ = false;
   std::chrono::steady_clock::time_point expired_at_{};
   std::uint64_t duplicates_ = 0;
+  std::uint64_t streams_given_up_ = 0;
   base::log_budget stream_log_{std::chrono::seconds(10), 5};  // what a peer's numbers or acks can make it log
 };
 

@@ -109,6 +109,7 @@ class overlay final : public connection_owner {
     return routing_.release(s, in_transit);
   }
   void transit_over(base::interval s) { routing_.transit_over(s); }
+  void hold_in_transit(base::interval s) { routing_.hold_in_transit(s); }
   bool assumes(std::uint64_t vnode) const { return routing_.assumed().contains(vnode); }
   const base::interval_set& assumed() const { return routing_.assumed(); }
 
@@ -163,6 +164,10 @@ class overlay final : public connection_owner {
   // comes back).
   std::size_t unacknowledged_reachable() const {
     return forwarder_.sent().count_streams([this](std::uint64_t dest) { return reachable(dest); });
+  }
+  // The last instant this node had no link up at all (now, while it has none).
+  std::chrono::steady_clock::time_point alone_at() const {
+    return routing_.table().alone_at(std::chrono::steady_clock::now());
   }
   // Every stream, for a log; the packets held go to `held`.
   std::vector<stream_state> take_all_streams(std::vector<packet>& held) {

@@ -33,8 +33,18 @@ routing_driver::~routing_driver() { timer_.cancel(); }
 // An interval that comes back (taken or given back, or kept when its pack failed) is no longer in transit.
 base::interval_set::result routing_driver::assume(base::interval s) {
   const auto r = own_.add(s);
-  if (r == base::interval_set::result::ok && transit_.contains(s)) (void)transit_.remove(s);
+  if (r == base::interval_set::result::ok) drop_transit(s);
   return advertise(r);
+}
+
+// Whatever part of s is in transit, no longer; true if anything was.
+bool routing_driver::drop_transit(base::interval s) {
+  bool any = false;
+  for (const auto& i : transit_.intervals()) {
+    const base::interval part{std::max(i.lo, s.lo), std::min(i.hi, s.hi)};
+    if (part.lo < part.hi) any |= transit_.remove(part) == base::interval_set::result::ok;
+  }
+  return any;
 }
 base::interval_set::result routing_driver::release(base::interval s, bool in_transit) {
   const auto r = own_.remove(s);
@@ -42,8 +52,14 @@ base::interval_set::result routing_driver::release(base::interval s, bool in_tra
   return advertise(r);
 }
 
+void routing_driver::hold_in_transit(base::interval s) {
+  for (const auto& i : own_.intervals())
+    if (i.lo < s.hi && s.lo < i.hi) return;
+  if (transit_.add(s) == base::interval_set::result::ok) advertise(base::interval_set::result::ok);
+}
+
 void routing_driver::transit_over(base::interval s) {
-  if (transit_.remove(s) == base::interval_set::result::ok) advertise(base::interval_set::result::ok);
+  if (drop_transit(s)) advertise(base::interval_set::result::ok);
 }
 
 void routing_driver::withdraw() {

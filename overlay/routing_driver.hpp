@@ -38,6 +38,9 @@ class routing_driver {
   base::interval_set::result assume(base::interval s);
   base::interval_set::result release(base::interval s, bool in_transit = false);
   void transit_over(base::interval s);
+  // Advertises s in transit, where it overlaps nothing this node assumes or has in transit: an interval lost
+  // on its way that this node alone knows of (its record, should this node crash too).
+  void hold_in_transit(base::interval s);
   const base::interval_set& assumed() const { return own_; }
   // A node that finalizes advertises no intervals from now on, while it still delivers what arrives for them:
   // the others see it go as a node that left, not as an owner lost (route_table::lost_owners).
@@ -69,6 +72,7 @@ class routing_driver {
 
  private:
   base::interval_set::result advertise(base::interval_set::result r);  // after own_ changed (or not)
+  bool drop_transit(base::interval s);
   void arm_timer();
   void on_timer();
   void send_request(node_id to, const route_request& r);

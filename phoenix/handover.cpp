@@ -11,7 +11,7 @@ namespace phoenix {
 namespace {
 
 constexpr std::size_t message_head_bytes = 8 + 8 + 4 + 8;
-constexpr std::size_t loss_bytes = 4 * 8;
+constexpr std::size_t loss_bytes = 3 * 8;
 
 // Reads a u64 at `at`, advancing it; false if fewer than 8 bytes are left.
 bool read_u64(std::span<const std::byte> b, std::size_t& at, std::uint64_t& v) {
@@ -23,8 +23,10 @@ bool read_u64(std::span<const std::byte> b, std::size_t& at, std::uint64_t& v) {
 
 }  // namespace
 
-Bytes encode_handover(const std::vector<overlay::stream_state>& states, const std::vector<handed_message>& inbox,
-                      const std::vector<handed_loss>& losses) {
+Bytes encode_handover(std::vector<overlay::stream_state> states, const std::vector<handed_message>& inbox,
+                      const std::vector<handed_loss>& all_losses) {
+  if (states.size() > overlay::stream_limits{}.max_streams) states.resize(overlay::stream_limits{}.max_streams);
+  const std::span<const handed_loss> losses(all_losses.data(), std::min(all_losses.size(), max_handed_losses));
   const Bytes streams = overlay::encode_states(states);
   std::size_t size = 8 + streams.size() + 8 + 8 + loss_bytes * losses.size();
   for (const auto& m : inbox) size += message_head_bytes + m.body.size();
@@ -47,13 +49,12 @@ Bytes encode_handover(const std::vector<overlay::stream_state>& states, const st
     base::store_le<std::uint64_t>(p, l.taker);
     base::store_le<std::uint64_t>(p + 8, l.span.lo);
     base::store_le<std::uint64_t>(p + 16, l.span.hi);
-    base::store_le<std::uint64_t>(p + 24, l.lost_for_ms);
     p += loss_bytes;
   }
   return out;
 }
 
-std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interval s, std::string& error) {
+std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interval s, vp_t L, std::string& error) {
   handover h;
   std::size_t at = 0;
   std::uint64_t n = 0;
@@ -123,10 +124,9 @@ std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interv
     read_u64(bytes, at, l.taker);
     read_u64(bytes, at, l.span.lo);
     read_u64(bytes, at, l.span.hi);
-    read_u64(bytes, at, l.lost_for_ms);
-    if (l.span.empty() || (l.span.hi != s.lo && l.span.lo != s.hi)) {
-      error = "a loss not next to the interval";
-      return std::nullopt;
+    if (l.span.empty() || l.span.hi > L || (l.span.hi != s.lo && l.span.lo != s.hi)) {
+      ++h.losses_skipped;
+      continue;
     }
     h.losses.push_back(l);
   }

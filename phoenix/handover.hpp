@@ -10,13 +10,14 @@
 //
 // Layout, little-endian: u64 length of the streams' part, the streams' part (overlay::encode_states), u64
 // message count, then per message u64 dest, u64 source, u32 tag (two's complement), u64 length, the body; u64
-// loss count, then per loss u64 taker, u64 lo, u64 hi, u64 milliseconds since the taker was lost.
+// loss count, then per loss u64 taker, u64 lo, u64 hi.
 // Decoding is for bytes from the network: every count and length is checked against what is left, at most as
 // many streams as a node keeps (overlay/delivery/receive_streams.hpp) are decoded, every stream and every
 // message must be for a virtual node of the interval (a giver cannot set another interval's streams, or mark a
 // sender's packets to this node's resource name as delivered), and every message must have a tag an inbox holds
-// (an application's or a service's); at most max_handed_losses losses, each non-empty and next to the
-// interval. Pure.
+// (an application's or a service's); at most max_handed_losses losses. A loss that is empty, not next to the
+// interval or past L is skipped (counted in losses_skipped), not a reason to refuse the messages. How long ago
+// the taker was lost is not the giver's to say: the node that gets a loss waits as if it were lost now. Pure.
 #pragma once
 
 #include <cstdint>
@@ -42,21 +43,23 @@ struct handed_message {
 struct handed_loss {
   vp_t taker = 0;  // the crashed taker's resource name
   Interval span;
-  std::uint64_t lost_for_ms = 0;
   friend bool operator==(const handed_loss&, const handed_loss&) = default;
 };
-inline constexpr std::size_t max_handed_losses = 64;
+inline constexpr std::size_t max_handed_losses = 16;
 
 struct handover {
   std::vector<overlay::stream_state> streams;
   std::vector<handed_message> inbox;
   std::vector<handed_loss> losses;
+  std::size_t losses_skipped = 0;
 };
 
-Bytes encode_handover(const std::vector<overlay::stream_state>& streams, const std::vector<handed_message>& inbox,
+// At most stream_limits::max_streams streams go (a node's streams pass that bound only briefly; the rest would
+// make the taker refuse all of it) and at most max_handed_losses losses.
+Bytes encode_handover(std::vector<overlay::stream_state> streams, const std::vector<handed_message>& inbox,
                       const std::vector<handed_loss>& losses = {});
 // nullopt, with the reason in `error`, if the bytes are malformed or a stream or a message is not for a virtual
-// node of s.
-std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interval s, std::string& error);
+// node of s. L is the size of the virtual node space.
+std::optional<handover> decode_handover(std::span<const std::byte> bytes, Interval s, vp_t L, std::string& error);
 
 }  // namespace phoenix

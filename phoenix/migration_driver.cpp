@@ -442,9 +442,12 @@ void migration_driver::on_packet(const overlay::packet& p) {
   settle_transit();
 }
 
-// A released interval is advertised in transit while the protocol still has it on its way from this node.
+// A released interval is advertised in transit while the protocol still has it on its way from this node, and
+// while it comes back (refused or given back) until it is assumed here again (which ends the transit too).
 void migration_driver::settle_transit() {
   if (!transit_ || protocol_.releasing_to() != 0) return;
+  if (std::any_of(in_.begin(), in_.end(), [&](const incoming& in) { return in.back && in.what == *transit_; }))
+    return;
   if (ops_.transit_over) ops_.transit_over(*transit_);
   transit_.reset();
 }

@@ -181,10 +181,9 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
                                  },
                                  [this](vp_t n) { return overlay_->can_reach(n); },
                                  [this](vp_t taker, Interval s, std::chrono::steady_clock::duration gone) {
-                                   overlay_->note_lost_in_transit(taker, s, gone);
-                                   note_given_lost(s);
+                                   lost_in_transit(taker, s, gone);
                                  },
-                                 [this](Interval s) { overlay_->transit_over(s); }},
+                                 [this](Interval s) { transit_over(s); }},
       migration_driver::lease_config{std::chrono::milliseconds(config_.migration_lease_ms),
                                      std::chrono::milliseconds(config_.orphan_after_ms)});
   sync_migration_interval();
@@ -307,8 +306,10 @@ void Node::Impl::wait_for_resends() {
   const auto given_up = [&] {
     if (overlay_->unacknowledged() == 0) return true;
     const auto now = clock::now();
+    // An owner reachable lately, or this node cut off from everyone lately (its routes come back with its
+    // links, and under repeated cuts that takes a while): not yet presumed gone.
     if (overlay_->unacknowledged_reachable() > 0) reachable_at = now;
-    return now - reachable_at >= crashed_peer_grace;
+    return now - std::max(reachable_at, overlay_->alone_at()) >= crashed_peer_grace;
   };
   progress_->drive_until(given_up, clock::now() + wait);
   if (const auto left = progress_->call([&] { return overlay_->unacknowledged(); }); left > 0)

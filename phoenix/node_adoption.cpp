@@ -29,15 +29,7 @@ void Node::Impl::arm_adoption() {
 // it (the same rule as ph_assume); not once it is finalizing or suspending (its protocol is closed).
 void Node::Impl::adopt_orphan() {
   if (!running_ || migration_->protocol().closing() || migration_involved()) return;
-  // A given-lost interval ends once no record holds any of it, however young (others own it, or its taker
-  // came back); a record not yet reported (this node was alone lately) keeps it.
-  const auto records = overlay_->orphaned(true);
-  std::erase_if(given_lost_, [&](const Interval& g) {
-    return std::none_of(records.begin(), records.end(), [&](const overlay::overlay_view::lost_owner& l) {
-      return std::any_of(l.intervals.begin(), l.intervals.end(),
-                         [&](const auto& i) { return i.lo < g.hi && g.lo < i.hi; });
-    });
-  });
+  prune_given_lost();
   const auto listed = orphans();
   if (listed.empty()) return;
   const auto owned = [this](vp_t v) { return overlay_->assumes(v) || overlay_->owner_of(v).has_value(); };

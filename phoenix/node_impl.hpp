@@ -146,15 +146,30 @@ class Node::Impl {
   // orphan_after_ms, holding the token, and assumes one that touches this node's interval.
   void arm_adoption();
   void adopt_orphan();
-  // Intervals this node gave to takers that crashed before anyone heard them assume them, or that came with an
-  // interval next to them from a giver that had (handover.hpp): it alone can adopt them (orphan_adoption.hpp).
-  // At most max_given_lost, the oldest dropped first; an entry goes once no orphaned interval overlaps it, or
-  // with the interval next to it. Holding the token.
+  // Intervals lost in transit that this node alone knows of (node_losses.cpp): it gave them to takers that
+  // crashed before anyone heard them assume them, or they came with an interval next to them from a giver that
+  // had (handover.hpp). It adopts them (orphan_adoption.hpp) and advertises them in transit meanwhile. At most
+  // max_given_lost, the oldest dropped first; an entry goes once no orphaned interval overlaps it, or with the
+  // interval next to it. Holding the token, as every member below.
   std::vector<Interval> given_lost_;
   static constexpr std::size_t max_given_lost = 64;
   bool adopt_given_lost(clock::time_point deadline);  // a leaver that gave all it had: assumes something again?
   void note_given_lost(Interval s);
+  void forget_given_lost(const std::function<bool(const Interval&)>& gone);
+  void prune_given_lost();  // what no record holds any more
+  void lost_in_transit(vp_t taker, Interval s, std::chrono::steady_clock::duration gone);
+  void transit_over(Interval s);
   std::vector<handed_loss> hand_over_losses(Interval s);  // given_lost_ next to s, which leaves with it
+  void take_handed_losses(Interval s, const std::vector<handed_loss>& losses, std::size_t skipped);
+  void record_handed_losses();  // those whose taker is unreachable from here now, too
+  // What went with an interval on its way (restored should its taker crash), and what came with one and waits
+  // for its taker to be unreachable from here too.
+  std::vector<std::pair<Interval, std::vector<handed_loss>>> handed_out_;
+  struct handed_in {
+    handed_loss loss;
+    clock::time_point at;
+  };
+  std::vector<handed_in> handed_in_;
   std::unique_ptr<asio::steady_timer> adoption_timer_;
   // Migration leases (migration_driver::tick), every quarter of migration_lease_ms.
   void arm_lease();

@@ -69,43 +69,13 @@ Bytes Node::Impl::release_for_migration(Interval s) {
   return encode_handover(overlay_->take_streams(s), inbox, hand_over_losses(s));
 }
 
-// What this node alone knew was lost next to s (given_lost_) goes with s: once s is gone, this node's interval
-// no longer touches it and only s's taker can adopt it. Only the parts some record of the crashed taker holds.
-std::vector<handed_loss> Node::Impl::hand_over_losses(Interval s) {
-  std::vector<handed_loss> out;
-  const auto records = overlay_->orphaned(true);
-  std::erase_if(given_lost_, [&](const Interval& g) {
-    if (g.hi != s.lo && g.lo != s.hi) return false;
-    for (const auto& l : records)
-      for (const auto& i : l.intervals) {
-        const Interval part{std::max(g.lo, i.lo), std::min(g.hi, i.hi)};
-        if (part.lo < part.hi && out.size() < max_handed_losses)
-          out.push_back({l.source, part, static_cast<std::uint64_t>(l.lost_for.count())});
-      }
-    return true;
-  });
-  return out;
-}
-
-// Holding the token.
-void Node::Impl::note_given_lost(Interval s) {
-  if (std::find(given_lost_.begin(), given_lost_.end(), s) != given_lost_.end()) return;
-  if (given_lost_.size() == max_given_lost) given_lost_.erase(given_lost_.begin());
-  given_lost_.push_back(s);
-}
-
 // The taker's side (and a giver's whose interval came back): the streams first, then the handed-over messages
 // go to the inbox ahead of anything for s, then s is assumed (which routes what waited for it).
 void Node::Impl::arrive(Interval s, std::span<const std::byte> with) {
   std::string error;
-  if (auto h = decode_handover(with, s, error)) {
+  if (auto h = decode_handover(with, s, config_.space_size, error)) {
     overlay_->adopt_streams(h->streams);
-    for (const auto& l : h->losses) {  // recorded only while the taker is unreachable from here too
-      if (l.taker == resource_name_) continue;
-      const auto lost_for = std::chrono::milliseconds(std::min<std::uint64_t>(l.lost_for_ms, 3'600'000));
-      overlay_->note_lost_in_transit(l.taker, l.span, lost_for);
-      note_given_lost(l.span);
-    }
+    take_handed_losses(s, h->losses, h->losses_skipped);
     std::lock_guard lock(inbox_mu_);
     for (auto& m : h->inbox) inbox_.emplace_back(m.dest, m.source, m.tag, std::move(m.body));
   } else if (!with.empty()) {
@@ -127,6 +97,7 @@ void Node::Impl::arm_lease() {
   lease_timer_->async_wait([this](std::error_code ec) {
     if (ec || !migration_) return;
     migration_->tick(clock::now());
+    record_handed_losses();
     arm_lease();
   });
 }

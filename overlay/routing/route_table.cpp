@@ -228,6 +228,12 @@ std::optional<node_id> route_table::next_hop(node_id destination) const {
 
 bool route_table::is_reachable(node_id destination) const { return next_hop(destination).has_value(); }
 
+std::optional<time_point> route_table::unreachable_since(node_id destination) const {
+  if (destination == self_ || is_reachable(destination)) return std::nullopt;
+  const auto it = sources_.find(destination);
+  return it == sources_.end() ? time_point::min() : it->second.unreachable_since;
+}
+
 std::optional<node_id> route_table::owner_of(std::uint64_t vnode) const {
   if (index_stale_) rebuild_owner_index();
   auto it = std::upper_bound(owner_index_.begin(), owner_index_.end(), vnode,

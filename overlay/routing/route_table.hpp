@@ -167,6 +167,9 @@ class route_table {
   // behind it is rebuilt here, at the first query after its inputs changed: O(n log n) then, O(log n) after.
   std::optional<node_id> owner_of(std::uint64_t vnode) const;
   bool is_reachable(node_id destination) const;
+  // Since when `destination` has had no route: nullopt while it has one (or is this node); time_point::min() if
+  // this node knows nothing of it (never heard of it, or forgot it after source_expiry()).
+  std::optional<time_point> unreachable_since(node_id destination) const;
   // Increments whenever any next hop or reachability changes, or a reachable source's intervals (so the
   // vnode->owner index may have changed).
   std::uint64_t generation() const { return generation_; }
@@ -229,6 +232,9 @@ class route_table {
   };
   std::vector<route_view> routes() const;  // selected route per known destination (excluding self), by id
   std::vector<node_id> neighbours() const { return {neighbours_.begin(), neighbours_.end()}; }
+  // The last instant this node had no neighbour at all (`now` while it has none): its routes to everyone were
+  // lost then, and come back only with newer sequence numbers.
+  time_point alone_at(time_point now) const { return neighbours_.empty() ? now : alone_at_; }
   // Current DSDV settling delay for source: 2 x EWMA (weight 1/4, starting at 0) of the gap between the first
   // and the best arrival of each of its seqnos, capped at max_settling_time.
   std::chrono::nanoseconds settling_time(node_id source) const;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,15 +39,21 @@ inline bool sees_interval(phoenix::Node& node, phoenix::Interval s) {
   return false;
 }
 
-// Spawns `first` (a child function); once it reports "PORT <rest>", spawns `second` made by `make_second(rest)`;
-// returns the first line of the second that begins with `want` (empty if none within 60 s), then stops both.
-template <class First, class MakeSecond>
-std::string first_then_second(const std::string& first_name, First first, const std::string& second_name,
-                              MakeSecond make_second, const std::string& want) {
+// A child process's function, made once the first child reported its address.
+using child_body = std::function<int(const phoenix::launch::ChildPipes&)>;
+struct later_child {
+  std::string name;
+  std::function<child_body(const std::string&)> make;  // from the rest of the first child's "PORT <rest>" line
+};
+
+// Spawns `first`; once it reports "PORT <rest>", spawns each of `later` in order; returns the first line of the
+// last of them that begins with `want` (empty if none within 60 s), then stops them all.
+inline std::string first_then_later(const std::string& first_name, const child_body& first,
+                                    const std::vector<later_child>& later, const std::string& want) {
   using phoenix::launch::Clock;
   phoenix::launch::ProcessGroup group;
   const std::size_t one = group.spawn(first_name, first);
-  std::optional<std::size_t> two;
+  std::optional<std::size_t> last;
   std::string got;
   const auto until = Clock::now() + std::chrono::seconds(60);
   while (got.empty() && Clock::now() < until) {
@@ -55,8 +62,8 @@ std::string first_then_second(const std::string& first_name, First first, const 
     if (ev->eof) continue;
     MESSAGE(group.name(ev->child) << ": " << ev->line);
     if (ev->child == one && ev->line.rfind("PORT ", 0) == 0) {
-      two = group.spawn(second_name, make_second(ev->line.substr(5)));
-    } else if (two && ev->child == *two && ev->line.rfind(want, 0) == 0) {
+      for (const auto& l : later) last = group.spawn(l.name, l.make(ev->line.substr(5)));
+    } else if (last && ev->child == *last && ev->line.rfind(want, 0) == 0) {
       got = ev->line;
     }
   }

@@ -84,14 +84,14 @@ int run_taker(const std::string& key, const std::string& peer, pid_t giver, cons
 std::string giver_killed_after_give() {
   phoenix::test::temp_dir dir;
   const std::string key = dir.make_key();
-  const auto make_taker = [&](const std::string& rest) {  // "<address> <pid>"
+  const auto make_taker = [&](const std::string& rest) -> phoenix::test::crash::child_body {  // "<address> <pid>"
     const auto space = rest.rfind(' ');
     const std::string port = rest.substr(0, space);
     const pid_t pid = static_cast<pid_t>(std::stol(rest.substr(space + 1)));
     return [&, port, pid](const ChildPipes& p) { return run_taker(key, port, pid, p); };
   };
-  return phoenix::test::crash::first_then_second(
-      "giver", [&](const ChildPipes& p) { return run_giver(key, p); }, "taker", make_taker, "GOT ");
+  return phoenix::test::crash::first_then_later(
+      "giver", [&](const ChildPipes& p) { return run_giver(key, p); }, {{"taker", make_taker}}, "GOT ");
 }
 
 }  // namespace crash_handover

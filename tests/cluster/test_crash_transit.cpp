@@ -1,7 +1,8 @@
-// A giver that crashes after it released an interval for a migration and before its taker assumed it: the
-// interval is reported orphaned with the giver's own (it was advertised in transit: route_entry::in_transit)
-// and adopted under orphan_policy "adopt". Before, the giver's last advertisement had dropped it and nobody
-// knew it was anybody's. Separate processes on 127.0.0.1.
+// Intervals lost on their way that one node alone knew of, and that node crashes too: the interval is still
+// reported orphaned and adopted under orphan_policy "adopt". A giver that crashes after it released an interval
+// and before its taker assumed it advertised it in transit (route_entry::in_transit); a giver whose taker crashed
+// hands what it knows on with the interval next to it (phoenix/handover.hpp, "losses") and advertises it in
+// transit meanwhile (phoenix/node_losses.cpp). Separate processes on 127.0.0.1.
 #include <doctest/doctest.h>
 
 #include <csignal>
@@ -46,11 +47,14 @@ int run_giver(const std::string& key, const ChildPipes& pipes) {
   return 1;  // not reached: the pack kills it
 }
 
-// The taker: assumes [500, 1000); reports what it assumes once that is all of [0, L), or at its deadline.
-int run_taker(const std::string& key, const std::string& peer, const ChildPipes& pipes) {
-  phoenix::Node node(member_config("taker", key, "adopt"));
-  if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume({500, L})) return 1;
-  const auto deadline = Clock::now() + 30s;
+// The taker: assumes `first`; reports what it assumes once that is all of [0, L), or at its deadline.
+int run_taker(const std::string& key, const std::string& peer, const ChildPipes& pipes, Interval first = {500, L},
+              int orphan_after_ms = 300) {
+  auto config = member_config("taker", key, "adopt");
+  config.orphan_after_ms = orphan_after_ms;
+  phoenix::Node node(config);
+  if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume(first)) return 1;
+  const auto deadline = Clock::now() + 40s;
   while (node.assumed() != std::vector<Interval>{{0, L}} && Clock::now() < deadline) (void)node.recv_for(1, 20ms);
   std::string line = "ASSUMES";
   for (const auto& i : node.assumed()) line += " [" + std::to_string(i.lo) + ", " + std::to_string(i.hi) + ")";
@@ -64,9 +68,63 @@ int run_taker(const std::string& key, const std::string& peer, const ChildPipes&
 std::string taker_after_giver_crash() {
   phoenix::test::temp_dir dir;
   const std::string key = dir.make_key();
-  return phoenix::test::crash::first_then_second(
-      "giver", [&](const ChildPipes& p) { return run_giver(key, p); }, "taker",
-      [&](const std::string& port) { return [&, port](const ChildPipes& p) { return run_taker(key, port, p); }; },
+  return phoenix::test::crash::first_then_later(
+      "giver", [&](const ChildPipes& p) { return run_giver(key, p); },
+      {{"taker",
+        [&](const std::string& port) { return [&, port](const ChildPipes& p) { return run_taker(key, port, p); }; }}},
+      "ASSUMES");
+}
+
+// The middle: assumes [300, 700); gives [300, 400) to the node below, which dies as the state arrives; then
+// gives all it has left to the node above, and kills itself.
+// Owners gone for 2 s are orphaned here: the middle must give all it has before four times that, when it would
+// adopt what it alone knows of itself.
+phoenix::Config slow_config(const std::string& name, const std::string& key) {
+  auto c = member_config(name, key, "adopt");
+  c.orphan_after_ms = 2000;
+  return c;
+}
+
+int run_middle(const std::string& key, const ChildPipes& pipes) {
+  phoenix::Node node(slow_config("middle", key));
+  if (node.initialize("tcp://127.0.0.1:0") || node.assume({300, 700})) return 1;
+  phoenix::launch::report_line(pipes.report_fd, "PORT " + node.local_port());
+  const auto deadline = Clock::now() + 30s;
+  while (!(sees_interval(node, {0, 300}) && sees_interval(node, {700, L})) && Clock::now() < deadline)
+    (void)node.poll();
+  (void)node.migrate(phoenix::Node::MigrationAction::give, phoenix::Node::Side::below, 100, 10s);
+  while (node.assumed() != std::vector<Interval>{{400, 700}} && Clock::now() < deadline) (void)node.poll();
+  const auto ec = node.migrate(phoenix::Node::MigrationAction::give_all, phoenix::Node::Side::above, 0, 10s);
+  phoenix::launch::report_line(pipes.report_fd, "GAVE " + std::to_string(ec.value()));
+  ::raise(SIGKILL);
+  return 1;
+}
+
+// The node below: assumes [0, 300) and dies in its unpack, before it assumes what it was given.
+int run_below(const std::string& key, const std::string& peer) {
+  phoenix::Node node(slow_config("below", key));
+  if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume({0, 300})) return 1;
+  if (node.set_state_handlers([](Interval) -> std::optional<phoenix::Bytes> { return phoenix::Bytes(8); },
+                              [](Interval, std::span<const std::byte>) {
+                                ::raise(SIGKILL);
+                                return true;
+                              }))
+    return 1;
+  const auto deadline = Clock::now() + 30s;
+  while (Clock::now() < deadline) (void)node.recv_for(1, 20ms);
+  return 1;
+}
+
+std::string above_after_both_crash() {
+  phoenix::test::temp_dir dir;
+  const std::string key = dir.make_key();
+  using phoenix::test::crash::child_body;
+  return phoenix::test::crash::first_then_later(
+      "middle", [&](const ChildPipes& p) { return run_middle(key, p); },
+      {{"below", [&](const std::string& port) -> child_body { return [&, port](const ChildPipes&) { return run_below(key, port); }; }},
+       {"above", [&](const std::string& port) -> child_body {
+          return [&, port](const ChildPipes& p) { return run_taker(key, port, p, {700, L}, 2000); };
+        }}},
       "ASSUMES");
 }
 
@@ -74,4 +132,8 @@ std::string taker_after_giver_crash() {
 
 TEST_CASE("crash: a giver SIGKILLed after it released an interval and before its taker assumed it leaves the interval reported and adopted") {
   CHECK(crash_transit::taker_after_giver_crash() == "ASSUMES [0, 1000)");
+}
+
+TEST_CASE("crash: a giver whose taker crashed, and which alone knew the interval lost on its way, crashes after giving all it had: the interval is adopted all the same") {
+  CHECK(crash_transit::above_after_both_crash() == "ASSUMES [0, 1000)");
 }

@@ -953,6 +953,16 @@ TEST_CASE("route_table: what a giver advertised in transit is passed on and neve
   CHECK(lost[0].intervals == std::vector<route_interval>{{0, 10}});
 }
 
+TEST_CASE("route_table: a destination's loss is dated, an unknown one is unreachable since ever, a reachable one not at all") {
+  auto t = make_table({a});
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  CHECK_FALSE(t.unreachable_since(s).has_value());
+  CHECK_FALSE(t.unreachable_since(me).has_value());
+  CHECK(t.unreachable_since(77) == time_point::min());
+  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 3s);
+  CHECK(t.unreachable_since(s) == t0 + 3s);
+}
+
 TEST_CASE("route_table: this node advertises what it has in transit beside its intervals, and owns only the intervals") {
   auto t = make_table({a});
   t.set_local_intervals({{0, 5}}, t0, {{5, 8}});
