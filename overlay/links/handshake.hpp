@@ -52,7 +52,7 @@ namespace phoenix::overlay {
 
 // 2: leaving; 3: goodbye_ack; 4: roles, ephemeral keys, windows, frame protection; 5: end-to-end numbers;
 // 6: intervals in transit in route updates
-inline constexpr std::uint16_t protocol_version = 6;
+inline constexpr std::uint16_t protocol_version = 7;
 
 inline constexpr std::size_t nonce_size_bytes = 32;
 inline constexpr std::size_t mac_size_bytes = 32;  // HMAC-SHA256

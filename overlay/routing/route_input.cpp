@@ -73,16 +73,14 @@ bool route_table::entry_acceptable(node_id from, const route_entry& e) {
     ++stats_.metric_absurd;
     return false;
   }
-  if (e.metric != infinite_metric) {
-    std::size_t replaced = 0;
-    if (it != sources_.end()) {
-      if (auto r = it->second.via.find(from); r != it->second.via.end())
-        replaced = r->second.intervals.size() + r->second.in_transit.size();
-    }
-    if (held_intervals_ - replaced + e.intervals.size() + e.in_transit.size() > params_.max_held_intervals) {
-      ++stats_.intervals_over_limit;
-      return false;
-    }
+  std::size_t replaced = 0;
+  if (it != sources_.end()) {
+    if (auto r = it->second.via.find(from); r != it->second.via.end())
+      replaced = r->second.intervals.size() + r->second.in_transit.size();
+  }
+  if (held_intervals_ - replaced + e.intervals.size() + e.in_transit.size() > params_.max_held_intervals) {
+    ++stats_.intervals_over_limit;
+    return false;
   }
   return true;
 }
@@ -128,11 +126,8 @@ void route_table::on_update(node_id from, const route_update& u, time_point now)
 
 void route_table::store_route(node_id from, const route_entry& e, time_point now) {
   source_state& s = sources_[e.source];
-  neighbour_route r{e.seqno, e.metric, {}, {}, now + route_hold_time()};
-  if (e.metric != infinite_metric) {  // a retraction's intervals mean nothing
-    r.intervals = e.intervals;
-    r.in_transit = e.in_transit;
-  }
+  // A retraction's intervals are what the source was last known to hold (select_route).
+  neighbour_route r{e.seqno, e.metric, e.intervals, e.in_transit, now + route_hold_time()};
   note_arrival(s, r, now);
   if (s.via.contains(from)) drop_route(e.source, s, from);
   hold_queue_.emplace(r.held_until, e.source, from);

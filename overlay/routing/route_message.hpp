@@ -9,7 +9,8 @@
 //   u8 flags (bit0 = full_dump, other bits must be 0), u8 reserved (0), u16 count,
 //   count x { u64 source, u64 seqno, u16 metric, u16 n_intervals, u16 n_transit,
 //             n_intervals x { u64 lo, u64 hi }, n_transit x { u64 lo, u64 hi } }
-//   The first list is what the source assumes, the second what it has in transit (route_entry::in_transit).
+//   The first list is what the source assumes, the second what it has in transit (route_entry::in_transit);
+//   in a retraction (metric 0xFFFF), what it was last known to have.
 //   Intervals are half-open, each non-empty (lo < hi), sorted and disjoint (prev.hi <= lo) within each list;
 //   at most 4096 over both.
 // Request payload:

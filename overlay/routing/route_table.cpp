@@ -42,6 +42,17 @@ std::vector<route_interval> normalised(std::vector<route_interval> v) {
   return out;
 }
 
+// The parts two sorted, disjoint interval lists have in common.
+std::vector<route_interval> common(const std::vector<route_interval>& a, const std::vector<route_interval>& b) {
+  std::vector<route_interval> out;
+  for (auto i = a.begin(), j = b.begin(); i != a.end() && j != b.end();) {
+    const std::uint64_t lo = std::max(i->lo, j->lo), hi = std::min(i->hi, j->hi);
+    if (lo < hi) out.push_back({lo, hi});
+    (i->hi < j->hi ? i : j)++;
+  }
+  return out;
+}
+
 }  // namespace
 
 route_table::route_table(node_id self, route_params params, time_point now)
@@ -63,9 +74,14 @@ bool route_table::route_feasible(const source_state& s, const neighbour_route& r
 
 // DSDV newest-wins: the newest retraction any neighbour holds for the source.
 std::uint64_t route_table::newest_retraction(const source_state& s) {
-  std::uint64_t newest = 0;
+  const neighbour_route* r = newest_retraction_route(s);
+  return r ? r->seqno : 0;
+}
+
+const route_table::neighbour_route* route_table::newest_retraction_route(const source_state& s) {
+  const neighbour_route* newest = nullptr;
   for (const auto& [n, r] : s.via) {
-    if (r.metric == infinite_metric) newest = std::max(newest, r.seqno);
+    if (r.metric == infinite_metric && (!newest || r.seqno > newest->seqno)) newest = &r;
   }
   return newest;
 }
@@ -102,17 +118,25 @@ void route_table::select_route(node_id source, source_state& s, time_point now) 
   if (auto n = best_route(s)) {
     const neighbour_route& r = s.via.at(*n);
     next = {n, r.seqno, local_metric(r.metric), r.intervals, r.in_transit};
-  } else if (s.next_hop) {
-    const std::uint64_t poison = newest_retraction(s);
-    if (poison > s.seqno) {
-      next.seqno = poison;  // DSDV: adopt (and pass on) the newer poison
-    } else {
-      // DSDV: we found the route broken ourselves; poison it with an odd seqno only the source can beat.
-      s.retracted_seqno = odd_at_least(s.seqno);
-      next.seqno = s.retracted_seqno;
-    }
   } else {
-    next.seqno = std::max(s.seqno, newest_retraction(s));  // still unreachable; seqno-only news
+    // Unreachable: the intervals last known of the source go on with the retraction, from the newest news of
+    // it (a retraction newer than what this node selected carries a withdrawal this node may have missed).
+    const neighbour_route* poison = newest_retraction_route(s);
+    if (poison && poison->seqno > s.seqno) {
+      next.seqno = poison->seqno;  // DSDV: adopt (and pass on) the newer poison
+      next.intervals = poison->intervals;
+      next.in_transit = poison->in_transit;
+    } else {
+      if (s.next_hop) {
+        // DSDV: we found the route broken ourselves; poison it with an odd seqno only the source can beat.
+        s.retracted_seqno = odd_at_least(s.seqno);
+        next.seqno = s.retracted_seqno;
+      } else {
+        next.seqno = s.seqno;  // still unreachable; nothing newer
+      }
+      next.intervals = s.intervals;
+      next.in_transit = s.in_transit;
+    }
   }
   apply_selection(source, s, std::move(next), now);
 }
@@ -122,14 +146,16 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   const bool was_reachable = s.next_hop.has_value();
   const bool reachable = next.next_hop.has_value();
   const bool intervals_changed = next.intervals != s.intervals;
+  const bool transit_changed = next.in_transit != s.in_transit;
   if (was_reachable != reachable || s.next_hop != next.next_hop) routes_changed_ = true;
   if (was_reachable != reachable || (reachable && intervals_changed)) index_stale_ = routes_changed_ = true;
 
   // Rule 7: only reachability, metric or interval changes are worth a triggered update; seqno-only news
   // waits for the next full dump. Compared with what was last advertised, not with the previous selection.
   // What is in transit travels with the intervals: a giver's release and its transit are one piece of news.
-  if (reachable && (intervals_changed || next.in_transit != s.in_transit)) s.intervals_unadvertised = true;
-  const bool news = next.metric != s.advertised_metric || (reachable && s.intervals_unadvertised);
+  // A retraction's intervals are news too: they decide what its receivers record as lost.
+  if (intervals_changed || transit_changed) s.intervals_unadvertised = true;
+  const bool news = next.metric != s.advertised_metric || s.intervals_unadvertised;
   // DSDV settling: a newer seqno that arrived over a worse path first is used at once but advertised later,
   // so that the better path carrying the same seqno (likely just behind) does not cause a second wave. Judged
   // against what neighbours last heard, so re-selecting the same route does not cut the delay short. An
@@ -137,10 +163,21 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   const bool settle = reachable && s.advertised_metric != infinite_metric && next.seqno > s.advertised_seqno &&
                       next.metric > s.advertised_metric && !s.intervals_unadvertised;
 
-  if (was_reachable && !reachable && (!s.intervals.empty() || !s.in_transit.empty())) {
-    std::vector<route_interval> all = s.intervals;
-    all.insert(all.end(), s.in_transit.begin(), s.in_transit.end());
-    note_lost(source, normalised(std::move(all)), now);
+  // What a source that became unreachable held, by the newest news of it: a node that withdrew its intervals
+  // before it left (a suspend) is not a lost owner, even where only the retraction brought the withdrawal.
+  if (!reachable && (was_reachable || intervals_changed || transit_changed)) {
+    std::vector<route_interval> all = next.intervals;
+    all.insert(all.end(), next.in_transit.begin(), next.in_transit.end());
+    all = normalised(std::move(all));
+    if (was_reachable) {
+      if (all.empty()) {
+        drop_lost(source);
+      } else {
+        note_lost(source, all, now);
+      }
+    } else {
+      shrink_lost(source, all);
+    }
   }
   if (reachable) drop_lost(source);
   s.next_hop = next.next_hop;
@@ -254,7 +291,8 @@ std::vector<route_table::route_view> route_table::routes() const {
   std::vector<route_view> out;
   out.reserve(sources_.size());
   for (const auto& [source, s] : sources_) {
-    out.push_back({source, s.next_hop.value_or(0), s.seqno, s.metric, s.intervals});
+    out.push_back({source, s.next_hop.value_or(0), s.seqno, s.metric,
+                   s.next_hop ? s.intervals : std::vector<route_interval>{}});
   }
   return out;
 }
@@ -265,7 +303,8 @@ std::vector<route_table::route_view> route_table::routes() const {
 route_entry route_table::advertise(node_id source) {
   if (source == self_) return {self_, own_seqno_, 0, own_intervals_, own_transit_};
   source_state& s = sources_.at(source);
-  if (!s.next_hop) return {source, s.seqno, infinite_metric, {}, {}};  // RFC 8966 3.7.3: retractions leave FD alone
+  // RFC 8966 3.7.3: retractions leave FD alone. They carry what the source was last known to hold.
+  if (!s.next_hop) return {source, s.seqno, infinite_metric, s.intervals, s.in_transit};
   // RFC 8966 3.7.3: a newer seqno resets the feasibility distance, the same one keeps the minimum metric.
   if (!s.fd || s.seqno > s.fd->seqno) {
     s.fd = feasibility_distance{s.seqno, s.metric};
@@ -392,6 +431,17 @@ void route_table::note_lost_in_transit(node_id taker, route_interval given, time
     since = std::min(since, it->second.since);
   }
   note_lost(taker, normalised(std::move(all)), since);
+}
+
+// Newer news of a lost source: its record keeps only what that news names too (a record never grows: what
+// it lost was adopted or given away for good).
+void route_table::shrink_lost(node_id source, const std::vector<route_interval>& intervals) {
+  const auto it = lost_.find(source);
+  if (it == lost_.end()) return;
+  auto left = common(it->second.intervals, intervals);
+  if (left.empty()) return drop_lost(source);
+  lost_intervals_ = lost_intervals_ - it->second.intervals.size() + left.size();
+  it->second.intervals = std::move(left);
 }
 
 void route_table::drop_lost(node_id source) {

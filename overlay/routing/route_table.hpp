@@ -58,7 +58,9 @@ struct route_entry {
   node_id source = 0;
   std::uint64_t seqno = 0;
   std::uint16_t metric = 0;
-  std::vector<route_interval> intervals;  // the source's intervals (sorted, disjoint); none in a retraction
+  // The source's intervals (sorted, disjoint); in a retraction, those it was last known to hold, so that a
+  // node that withdrew them before it left is not taken for a lost owner where only the retraction arrives.
+  std::vector<route_interval> intervals;
   // What the source released to a taker not yet heard to assume it (sorted, disjoint): never routed to, but
   // part of the source's record should it be lost (lost_owners), so that a giver that crashes with an interval
   // on its way leaves it reported, not nobody's and unknown.
@@ -306,6 +308,7 @@ class route_table {
   // route choice, layered like babeld's route.c
   static bool route_feasible(const source_state& s, const neighbour_route& r);
   static std::uint64_t newest_retraction(const source_state& s);
+  static const neighbour_route* newest_retraction_route(const source_state& s);
   static bool route_is_candidate(const source_state& s, const neighbour_route& r, std::uint64_t poison_seqno);
   static std::optional<node_id> best_route(const source_state& s);
   static std::optional<node_id> request_target(const source_state& s, node_id from);
@@ -336,6 +339,7 @@ class route_table {
   void finish_mutation();
   void rebuild_owner_index() const;
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now);
+  void shrink_lost(node_id source, const std::vector<route_interval>& intervals);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
 

@@ -128,7 +128,8 @@ TEST_CASE("route_table: neighbour_down poisons with an odd seqno, immediately, a
     CHECK_FALSE(t.is_reachable(s));
     CHECK(t.generation() > g);
     CHECK(t.next_deadline() == t0 + 1s);
-    CHECK(t.collect_triggered(t0 + 1s) == update({entry(s, 11, infinite_metric)}));
+    // The retraction carries what s was last known to hold.
+    CHECK(t.collect_triggered(t0 + 1s) == update({entry(s, 11, infinite_metric, {{5, 6}})}));
     CHECK(view_of(t, s).seqno == 11);
     CHECK(view_of(t, s).metric == infinite_metric);
     CHECK(t.collect_requests(t0 + 1s).empty());
@@ -138,7 +139,7 @@ TEST_CASE("route_table: neighbour_down poisons with an odd seqno, immediately, a
     t.on_update(b, update({entry(s, 10, 3)}), t0);
     t.on_update(c, update({entry(s, 10, 5)}), t0);
     t.neighbour_down(a, t0 + 1s);
-    CHECK(find_entry(t.collect_triggered(t0 + 1s), s) == entry(s, 11, infinite_metric));
+    CHECK(find_entry(t.collect_triggered(t0 + 1s), s) == entry(s, 11, infinite_metric, {{5, 6}}));
     using req = std::pair<node_id, route_request>;
     CHECK(t.collect_requests(t0 + 1s) == std::vector<req>{{b, {s, 12, 64}}});
     // b repeats its stale route: asked again only after the holdoff.
@@ -848,7 +849,7 @@ TEST_CASE("route_table: a source lost while it advertised intervals is reported 
   auto t = make_table({a});
   t.on_update(a, update({entry(s, 10, 1, {{0, 10}, {20, 30}}), entry(s2, 10, 1, {{10, 20}})}), t0);
   CHECK(t.lost_owners(t0, 0s).empty());
-  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);  // s is lost (a crash, or a cut)
+  t.on_update(a, update({entry(s, 11, infinite_metric, {{0, 10}, {20, 30}})}), t0 + 1s);  // lost (a crash, a cut)
   CHECK(t.lost_owners(t0 + 2s, 5s).empty());  // not yet
   const auto lost = t.lost_owners(t0 + 6s, 5s);
   REQUIRE(lost.size() == 1);
@@ -871,7 +872,7 @@ TEST_CASE("route_table: a source lost while it advertised intervals is reported 
 TEST_CASE("route_table: a loss counts from the last instant this node had no neighbour: one whose links all break does not report live sources") {
   auto t = make_table({a, b});
   t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
-  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);  // s is lost
+  t.on_update(a, update({entry(s, 11, infinite_metric, {{0, 10}})}), t0 + 1s);  // s is lost
   t.neighbour_down(b, t0 + 2s);  // one link of two: its other paths stand
   REQUIRE(t.lost_owners(t0 + 6s, 5s).size() == 1);
   t.neighbour_down(a, t0 + 7s);  // its last link: its view of who is gone is worth nothing now
@@ -892,10 +893,48 @@ TEST_CASE("route_table: a source that withdrew its intervals before it went is n
   CHECK(t.lost_owners(t0 + 1h, 5s).empty());
 }
 
+TEST_CASE("route_table: a withdrawal that arrives only inside a retraction is not taken for a lost owner") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
+  // a had s's withdrawal (seqno 12) and lost s before its triggered update left: its retraction says so.
+  t.on_update(a, update({entry(s, 13, infinite_metric)}), t0 + 1s);
+  CHECK_FALSE(t.is_reachable(s));
+  CHECK(t.lost_owners(t0 + 1h, 5s).empty());
+  // Passed on as it came, so that nodes further away learn it too.
+  CHECK(find_entry(t.collect_triggered(t0 + 1s), s) == entry(s, 13, infinite_metric));
+}
+
+TEST_CASE("route_table: a newer retraction that names less shrinks the record of a lost source, and never grows it") {
+  auto t = make_table({a, b});
+  t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
+  // a lost its link to s before s withdrew: its poison names what it knew.
+  t.on_update(a, update({entry(s, 11, infinite_metric, {{0, 10}})}), t0 + 1s);
+  REQUIRE(t.lost_owners(t0 + 1h, 5s).size() == 1);
+  (void)t.collect_triggered(t0 + 1s);
+  // b saw s give [5, 10) away and then lost it (a crash): newer news, and passed on.
+  t.on_update(b, update({entry(s, 13, infinite_metric, {{0, 5}})}), t0 + 2s);
+  auto lost = t.lost_owners(t0 + 1h, 5s);
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].intervals == std::vector<route_interval>{{0, 5}});
+  CHECK(lost[0].since == t0 + 1s);
+  CHECK(find_entry(t.collect_triggered(t0 + 2s), s) == entry(s, 13, infinite_metric, {{0, 5}}));
+  // Still newer news naming more does not bring back what the record lost.
+  t.on_update(b, update({entry(s, 15, infinite_metric, {{0, 20}})}), t0 + 3s);
+  lost = t.lost_owners(t0 + 1h, 5s);
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].intervals == std::vector<route_interval>{{0, 5}});
+  // Older news changes nothing.
+  t.on_update(a, update({entry(s, 11, infinite_metric, {{0, 10}})}), t0 + 4s);
+  CHECK(t.lost_owners(t0 + 1h, 5s)[0].intervals == std::vector<route_interval>{{0, 5}});
+  // And the withdrawal, once it arrives, ends the record.
+  t.on_update(b, update({entry(s, 17, infinite_metric)}), t0 + 5s);
+  CHECK(t.lost_owners(t0 + 1h, 5s).empty());
+}
+
 TEST_CASE("route_table: a lost source's intervals that another node owns now are not reported, and all of them owned ends the record at once") {
   auto t = make_table({a});
   t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
-  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);
+  t.on_update(a, update({entry(s, 11, infinite_metric, {{0, 10}})}), t0 + 1s);
   t.on_update(a, update({entry(s2, 10, 1, {{2, 4}})}), t0 + 2s);  // s2 owns part of it
   t.set_local_intervals({{8, 12}}, t0 + 2s);                       // and so does this node
   auto lost = t.lost_owners(t0 + 1h, 5s);
@@ -914,7 +953,7 @@ TEST_CASE("route_table: an interval given to a taker that went before it was hea
   t.on_update(a, update({entry(s, 10, 1, {{50, 60}}), entry(s2, 10, 1, {{70, 100}})}), t0);
   t.note_lost_in_transit(s2, {40, 50}, t0);  // reachable: it may still assume it
   CHECK(t.lost_owners(t0 + 1h, 5s).empty());
-  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);
+  t.on_update(a, update({entry(s, 11, infinite_metric, {{50, 60}})}), t0 + 1s);
   t.note_lost_in_transit(s, {45, 50}, t0 + 2s);  // merged with what it advertised, lost since it went
   t.note_lost_in_transit(77, {100, 110}, t0 + 2s);  // a taker that never owned anything
   const auto lost = t.lost_owners(t0 + 1s + 5s, 5s);
@@ -942,7 +981,7 @@ TEST_CASE("route_table: what a giver advertised in transit is passed on and neve
   CHECK(over->in_transit.empty());
   // Given again, and s crashes before its taker s2 is heard to assume it: the record holds it.
   t.on_update(a, update({route_entry{s, 14, 1, {{0, 10}}, {{10, 20}}}}), t0 + 2s);
-  t.on_update(a, update({entry(s, 15, infinite_metric)}), t0 + 3s);
+  t.on_update(a, update({route_entry{s, 15, infinite_metric, {{0, 10}}, {{10, 20}}}}), t0 + 3s);
   auto lost = t.lost_owners(t0 + 9s, 5s);
   REQUIRE(lost.size() == 1);
   CHECK(lost[0].intervals == std::vector<route_interval>{{0, 20}});
@@ -978,7 +1017,7 @@ TEST_CASE("route_table: what another node owned of a lost source's intervals sta
   auto t = make_table({a});
   // s gave [2, 4) to s2 before it went, and its last advertisement still named it.
   t.on_update(a, update({entry(s, 10, 1, {{0, 10}}), entry(s2, 10, 1, {{2, 4}})}), t0);
-  t.on_update(a, update({entry(s, 11, infinite_metric)}), t0 + 1s);
+  t.on_update(a, update({entry(s, 11, infinite_metric, {{0, 10}})}), t0 + 1s);
   CHECK(t.lost_owners(t0 + 1h, 5s).front().intervals == std::vector<route_interval>{{0, 2}, {4, 10}});
   // s2 leaves on a temporary leave: [2, 4) is nobody's on purpose, not s's to adopt.
   t.on_update(a, update({entry(s2, 12, 1)}), t0 + 2s);
@@ -992,13 +1031,13 @@ TEST_CASE("route_table: records of lost sources are bounded, the oldest dropped 
   for (node_id src = 100; src < 103; ++src)
     t.on_update(a, update({entry(src, 10, 1, {{src, src + 1}})}), t0);
   for (node_id src = 100; src < 103; ++src)
-    t.on_update(a, update({entry(src, 11, infinite_metric)}), t0 + std::chrono::seconds(src - 99));
+    t.on_update(a, update({entry(src, 11, infinite_metric, {{src, src + 1}})}), t0 + std::chrono::seconds(src - 99));
   auto lost = t.lost_owners(t0 + 1h, 0s);
   CHECK(lost.size() == 3);
   // A source forgotten by now makes room for a new one; the new lost record pushes out the oldest.
   t.expire(t0 + 1h);
   t.on_update(a, update({entry(200, 10, 1, {{200, 201}})}), t0 + 1h);
-  t.on_update(a, update({entry(200, 11, infinite_metric)}), t0 + 1h + 1s);
+  t.on_update(a, update({entry(200, 11, infinite_metric, {{200, 201}})}), t0 + 1h + 1s);
   lost = t.lost_owners(t0 + 2h, 0s);
   REQUIRE(lost.size() == 3);
   CHECK(lost[0].source == 101);
