@@ -31,6 +31,7 @@ forwarder::forwarder(asio::io_context& io, const overlay_config& config, node_id
       routing_(routing),
       deliver_(std::move(deliver)),
       hop_retry_timer_(io),
+      sweep_timer_(io),
       sent_(resend_timing{config.end_to_end_resend, resend_max}),
       resend_timer_(io),
       stranded_timer_(io),
@@ -38,6 +39,7 @@ forwarder::forwarder(asio::io_context& io, const overlay_config& config, node_id
 
 forwarder::~forwarder() {
   hop_retry_timer_.cancel();
+  sweep_timer_.cancel();
   resend_timer_.cancel();
   stranded_timer_.cancel();
   ack_timer_.cancel();
@@ -89,7 +91,14 @@ void forwarder::route(packet p) {
   // Behind packets for the same destination that wait here: a route that came back before routes_changed() ran
   // must not let a newer packet overtake them.
   if (waiting_.holds_for(p.dest)) return hold(std::move(p));
-  if (!nh) return hold(std::move(p));
+  if (!nh) {
+    if (p.dest >= config_.space_size) {
+      no_route_since_.try_emplace(p.dest, std::chrono::steady_clock::now());
+      arm_once(sweep_timer_, sweep_armed_, config_.waiting_gone_after, [this] { routes_changed(); });
+    }
+    return hold(std::move(p));
+  }
+  if (!no_route_since_.empty()) no_route_since_.erase(p.dest);
   --p.hops_left;
   forward(*nh, std::move(p));
 }
@@ -139,14 +148,45 @@ void forwarder::hold_out_of_hops(packet p) {
   arm_once(hop_retry_timer_, hop_retry_armed_, config_.hop_retry, [this] { routes_changed(); });
 }
 
-// Waiting packets go out in the order they came, each either sent or held again behind the ones before it.
+// Waiting packets go out in the order they came, each either sent or held again behind the ones before it;
+// those for resource names gone for good are dropped.
 void forwarder::routes_changed() {
-  if (waiting_.empty()) return;
+  if (waiting_.empty()) return no_route_since_.clear();
+  const auto now = std::chrono::steady_clock::now();
   for (auto& p : waiting_.take_all()) {
+    if (gone_for_good(p, now)) {
+      drop_waiting(std::move(p));
+      continue;
+    }
     if (p.hops_left == 0) p.hops_left = config_.hop_limit;
     route(std::move(p));
   }
+  std::erase_if(no_route_since_, [&](const auto& e) { return !waiting_.holds_for(e.first); });
+  if (!no_route_since_.empty())
+    arm_once(sweep_timer_, sweep_armed_, config_.waiting_gone_after, [this] { routes_changed(); });
   release_held_acks();
+}
+
+// A resource name is never reused: one that packets have waited for through waiting_gone_after (a minute), with
+// no route all that time, names an incarnation that is gone (its senders give their streams to it up after as
+// long: arm_resend). Held for good, they would hold their neighbours' acks back past
+// max_waiting_per_neighbour_bytes.
+bool forwarder::gone_for_good(const packet& p, std::chrono::steady_clock::time_point now) const {
+  if (p.dest < config_.space_size || no_route_since_.empty()) return false;
+  const auto it = no_route_since_.find(p.dest);
+  return it != no_route_since_.end() && now - it->second >= config_.waiting_gone_after &&
+         !routing_.next_hop_for(p.dest);
+}
+
+void forwarder::drop_waiting(packet p) {
+  account(-static_cast<std::int64_t>(p.footprint()));
+  // This node's own: its stream goes with it, or the stream's other packets would wait for it for good.
+  if (p.numbered_here) account(-static_cast<std::int64_t>(sent_.drop_stream(p.dest)));
+  ++waiting_dropped_;
+  if (const auto held_back = stream_log_.pass(std::chrono::steady_clock::now())) {
+    logger()->warn("{}: a packet for {:x}, which has had no route for {} ms, is dropped ({} more such lines held "
+                   "back)", config_.name, p.dest, config_.waiting_gone_after.count(), *held_back);
+  }
 }
 
 // --- end-to-end delivery --------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include <asio.hpp>
@@ -82,10 +83,14 @@ class forwarder {
   std::uint64_t out_of_hops() const { return out_of_hops_; }
   // Streams to resource names given up: their incarnation had no route through the longest backoff.
   std::uint64_t streams_given_up() const { return streams_given_up_; }
+  // Packets for resource names that waited here a minute with no route, dropped (an incarnation that is gone).
+  std::uint64_t waiting_dropped() const { return waiting_dropped_; }
 
  private:
   void hold(packet p);
   void hold_out_of_hops(packet p);
+  bool gone_for_good(const packet& p, std::chrono::steady_clock::time_point now) const;
+  void drop_waiting(packet p);
   void release_held_acks();
   void deliver_numbered(packet p);  // to a virtual node or this resource name: in stream order, once
   void on_stream_acks(const packet& p);
@@ -104,6 +109,11 @@ class forwarder {
   asio::steady_timer hop_retry_timer_;  // armed while a packet out of hops waits (see hold_out_of_hops)
   bool hop_retry_armed_ = false;
   std::uint64_t out_of_hops_ = 0;
+  // Resource names that packets wait here for with no route, and since when (what the sweep judges by).
+  std::unordered_map<std::uint64_t, std::chrono::steady_clock::time_point> no_route_since_;
+  asio::steady_timer sweep_timer_;  // armed while anything is in no_route_since_
+  bool sweep_armed_ = false;
+  std::uint64_t waiting_dropped_ = 0;
 
   send_streams sent_;
   receive_streams received_;

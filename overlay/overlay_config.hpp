@@ -42,6 +42,9 @@ struct overlay_config {
   // acknowledges within end_to_end_ack_delay, or at once when much is owed.
   std::chrono::milliseconds end_to_end_resend{2000};
   std::chrono::milliseconds end_to_end_ack_delay{10};
+  // A packet for a resource name that has waited here this long with no route to it is dropped: resource names
+  // are never reused, and its incarnation is gone (forwarder::routes_changed; its sender gives the stream up).
+  std::chrono::milliseconds waiting_gone_after{60000};
   ssh_options ssh;  // ssh:// links: identity, known_hosts, host key policy, keepalives
   admission_limits admission;  // accepted connections: handshakes in progress, accept() backoff
   // A record per resource name this node linked with (its link session, about 2 KB). One whose link is down

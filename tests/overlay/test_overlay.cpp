@@ -43,11 +43,13 @@ struct line_of {
   asio::io_context io;
   std::vector<std::unique_ptr<member>> nodes;
 
-  explicit line_of(int n, std::chrono::milliseconds hop_retry = overlay_config{}.hop_retry) {
+  explicit line_of(int n, std::chrono::milliseconds hop_retry = overlay_config{}.hop_retry,
+                   std::chrono::milliseconds waiting_gone_after = overlay_config{}.waiting_gone_after) {
     for (int i = 0; i < n; ++i) {
       auto m = std::make_unique<member>();
       overlay_config c = config_for("m" + std::to_string(i));
       c.hop_retry = hop_retry;
+      c.waiting_gone_after = waiting_gone_after;
       auto* raw = m.get();
       m->ov = std::make_unique<overlay>(io, c, L + 1 + static_cast<node_id>(i),
                                         [raw](packet&& p) { raw->received.push_back(std::move(p)); });
@@ -134,6 +136,28 @@ TEST_CASE("overlay: a packet for a virtual node nobody assumes waits at its send
   REQUIRE(net.at(1).assume({0, 100}) == base::interval_set::result::ok);
   REQUIRE(net.run_until([&] { return net.inbox(1).size() == 5; }));
   for (int i = 0; i < 5; ++i) CHECK(net.inbox(1)[static_cast<std::size_t>(i)].tag == i);
+}
+
+TEST_CASE("overlay: a packet for a resource name with no route through waiting_gone_after is dropped, one for a virtual node nobody assumes waits on") {
+  line_of net(2, overlay_config{}.hop_retry, 2s);
+  REQUIRE(net.run_until([&] { return net.at(0).can_reach(net.at(1).self()); }));
+  // m1's name unreachable for a moment: its packet waits, and goes on when the link is back.
+  REQUIRE(net.at(0).drop_link(net.at(1).self()));
+  REQUIRE(net.run_until([&] { return !net.at(0).can_reach(net.at(1).self()); }));
+  net.at(0).route_in_transit(make_packet(net.at(1).self(), 64));
+  net.at(0).route_in_transit(make_packet(L + 77, 64));  // a name nobody has (an incarnation that is gone)
+  net.at(0).route_in_transit(make_packet(10, 64));      // a virtual node nobody assumes
+  net.io.run_for(50ms);
+  CHECK(net.at(0).view().waiting_messages == 3);
+  net.at(0).connect_local(net.at(1));
+  REQUIRE(net.run_until([&] { return net.inbox(1).size() == 1; }));
+  CHECK(net.at(0).view().waiting_messages == 2);
+  // Through waiting_gone_after with no route: the one for the gone name is dropped, the other waits on.
+  REQUIRE(net.run_until([&] { return net.at(0).view().waiting_messages == 1; }, 10s));
+  CHECK(net.at(0).view().waiting_for == std::vector<std::uint64_t>{10});
+  REQUIRE(net.at(1).assume({0, 100}) == base::interval_set::result::ok);
+  REQUIRE(net.run_until([&] { return net.inbox(1).size() == 2; }));
+  CHECK(net.inbox(1).back().dest == 10);
 }
 
 TEST_CASE("overlay: a cut link's routes become unreachable, and packets wait until it is back") {
