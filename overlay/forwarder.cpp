@@ -182,7 +182,6 @@ void forwarder::drop_waiting(packet p) {
   account(-static_cast<std::int64_t>(p.footprint()));
   // This node's own: its stream goes with it, or the stream's other packets would wait for it for good.
   if (p.numbered_here) account(-static_cast<std::int64_t>(sent_.drop_stream(p.dest)));
-  ++waiting_dropped_;
   if (const auto held_back = stream_log_.pass(std::chrono::steady_clock::now())) {
     logger()->warn("{}: a packet for {:x}, which has had no route for {} ms, is dropped ({} more such lines held "
                    "back)", config_.name, p.dest, config_.waiting_gone_after.count(), *held_back);

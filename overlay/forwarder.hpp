@@ -83,8 +83,6 @@ class forwarder {
   std::uint64_t out_of_hops() const { return out_of_hops_; }
   // Streams to resource names given up: their incarnation had no route through the longest backoff.
   std::uint64_t streams_given_up() const { return streams_given_up_; }
-  // Packets for resource names that waited here a minute with no route, dropped (an incarnation that is gone).
-  std::uint64_t waiting_dropped() const { return waiting_dropped_; }
 
  private:
   void hold(packet p);
@@ -113,7 +111,6 @@ class forwarder {
   std::unordered_map<std::uint64_t, std::chrono::steady_clock::time_point> no_route_since_;
   asio::steady_timer sweep_timer_;  // armed while anything is in no_route_since_
   bool sweep_armed_ = false;
-  std::uint64_t waiting_dropped_ = 0;
 
   send_streams sent_;
   receive_streams received_;

@@ -51,7 +51,7 @@ struct evp_pkey_st;
 namespace phoenix::overlay {
 
 // 2: leaving; 3: goodbye_ack; 4: roles, ephemeral keys, windows, frame protection; 5: end-to-end numbers;
-// 6: intervals in transit in route updates
+// 6: intervals in transit in route updates; 7: intervals in retractions
 inline constexpr std::uint16_t protocol_version = 7;
 
 inline constexpr std::size_t nonce_size_bytes = 32;
