@@ -33,6 +33,7 @@ forwarder::forwarder(asio::io_context& io, const overlay_config& config, node_id
       hop_retry_timer_(io),
       sweep_timer_(io),
       sent_(resend_timing{config.end_to_end_resend, resend_max}),
+      received_(stream_limits{.space_size = config.space_size}),
       resend_timer_(io),
       stranded_timer_(io),
       ack_timer_(io) {}
@@ -74,16 +75,25 @@ void forwarder::route_in_transit(packet p) {
 }
 
 void forwarder::route(packet p) {
+  // Acknowledgements go to resource names; one to a virtual node (a forged source) would wait for good. (An
+  // application's packet with such a tag is numbered, and goes on to be dropped and counted at its owner.)
+  if ((p.tag == stream_ack_tag || p.tag == stream_ack_for_tag) && p.dest < config_.space_size &&
+      p.stream_seq == 0) {
+    account(-static_cast<std::int64_t>(p.footprint()));
+    return;
+  }
   if (routing_.is_local(p.dest)) {
     account(-static_cast<std::int64_t>(p.footprint()));
     // To this node's resource name: acknowledgements, else packets numbered or not (deliver_numbered tells).
     if (p.dest >= config_.space_size && p.tag == stream_ack_tag) return on_stream_acks(p);
+    if (p.dest >= config_.space_size && p.tag == stream_ack_for_tag) return on_stream_acks_for(p);
     return deliver_numbered(std::move(p));
   }
   const auto nh = routing_.next_hop_for(p.dest);
   // An acknowledgement that cannot go on is dropped, not held: its sender may be gone for good (or never was),
   // and a sender that still waits for it sends a copy, which is acknowledged again.
-  if (p.dest >= config_.space_size && p.tag == stream_ack_tag && (p.hops_left == 0 || !nh)) {
+  if (p.dest >= config_.space_size && (p.tag == stream_ack_tag || p.tag == stream_ack_for_tag) &&
+      (p.hops_left == 0 || !nh)) {
     account(-static_cast<std::int64_t>(p.footprint()));
     return;
   }
@@ -151,6 +161,7 @@ void forwarder::hold_out_of_hops(packet p) {
 // Waiting packets go out in the order they came, each either sent or held again behind the ones before it;
 // those for resource names gone for good are dropped.
 void forwarder::routes_changed() {
+  if (!ownerless_.empty()) owners_found();
   if (waiting_.empty()) return no_route_since_.clear();
   const auto now = std::chrono::steady_clock::now();
   for (auto& p : waiting_.take_all()) {
@@ -181,7 +192,8 @@ bool forwarder::gone_for_good(const packet& p, std::chrono::steady_clock::time_p
 void forwarder::drop_waiting(packet p) {
   account(-static_cast<std::int64_t>(p.footprint()));
   // This node's own: its stream goes with it, or the stream's other packets would wait for it for good.
-  if (p.numbered_here) account(-static_cast<std::int64_t>(sent_.drop_stream(p.dest)));
+  if (send_streams* own = own_of(p.source); own && p.numbered_here)
+    account(-static_cast<std::int64_t>(own->drop_stream(p.dest)));
   if (const auto held_back = stream_log_.pass(std::chrono::steady_clock::now())) {
     logger()->warn("{}: a packet for {:x}, which has had no route for {} ms, is dropped ({} more such lines held "
                    "back)", config_.name, p.dest, config_.waiting_gone_after.count(), *held_back);
@@ -199,10 +211,14 @@ void forwarder::deliver_numbered(packet p) {
   const bool numbered = p.stream_seq != 0 && !(p.flags & packet::handed_over);
   switch (r.what) {
     case receive_streams::verdict::deliver:
+      strip_ack_to(p);
       deliver_(std::move(p));
       if (!numbered) return;
       if (received_.holds_any()) {
-        while (auto next = received_.next_held(source, vnode)) deliver_(std::move(*next));
+        while (auto next = received_.next_held(source, vnode)) {
+          strip_ack_to(*next);
+          deliver_(std::move(*next));
+        }
       }
       return owe_acks(source, r.ack_now);
     case receive_streams::verdict::duplicate:
@@ -223,8 +239,9 @@ void forwarder::deliver_numbered(packet p) {
       return;
     case receive_streams::verdict::malformed:
       if (const auto held_back = stream_log_.pass(std::chrono::steady_clock::now())) {
-        logger()->warn("{}: a packet from {:x} for {} names a predecessor not before it; dropped ({} more such "
-                       "lines held back)", config_.name, source, vnode, *held_back);
+        logger()->warn("{}: a packet from {:x} for {} names a predecessor not before it, or where its "
+                       "acknowledgement goes wrongly; dropped ({} more such lines held back)",
+                       config_.name, source, vnode, *held_back);
       }
       return;
   }
@@ -248,29 +265,53 @@ void forwarder::flush_acks() {
 
 // One packet to the sender's resource name with everything owed to it (a packet of this node's own: it counts
 // against nothing an application reserved, like a forwarded one).
+// Acknowledgements of packets an earlier incarnation of the sender numbered go to the incarnation that keeps them
+// now, and say whose numbers they are.
 void forwarder::send_acks(node_id source) {
+  const node_id to = received_.ack_to(source);
   const auto acks = received_.take_acks(source, std::chrono::steady_clock::now());
   if (acks.empty()) return;
   packet a;
-  a.dest = source;
+  a.dest = to;
   a.source = self_;
-  a.tag = stream_ack_tag;
+  a.tag = to == source ? stream_ack_tag : stream_ack_for_tag;
   a.hops_left = config_.hop_limit;
-  a.body = encode_acks(acks);
+  a.body = to == source ? encode_acks(acks) : encode_acks_for(source, acks);
   route_in_transit(std::move(a));
 }
 
 void forwarder::on_stream_acks(const packet& p) {
   const auto acks = decode_acks(p.body);
-  bool beyond = !acks;
-  for (const stream_ack& a : acks ? *acks : std::vector<stream_ack>{}) {
-    if (const auto freed = sent_.on_ack(a.vnode, a.upto)) {
+  if (!acks || !apply_acks(sent_, *acks)) warn_bad_acks(p);
+}
+
+void forwarder::on_stream_acks_for(const packet& p) {
+  auto acks = decode_acks_for(p.body);
+  if (!acks) return warn_bad_acks(p);
+  const auto it = inherited_.find(acks->first);
+  // Those of an earlier incarnation whose packets this one no longer keeps (acknowledged already) free nothing.
+  if (it == inherited_.end()) return;
+  // The earlier incarnation's numbers past those it kept are unknown here (a copy of a packet it had
+  // acknowledged already can come from its log): an acknowledgement beyond them frees all it kept.
+  for (auto& a : acks->second) a.upto = std::min(a.upto, it->second.last_stamped());
+  apply_acks(it->second, acks->second);
+  if (it->second.streams() == 0) inherited_.erase(it);
+}
+
+// False if an acknowledgement names a number never given.
+bool forwarder::apply_acks(send_streams& own, const std::vector<stream_ack>& acks) {
+  bool ok = true;
+  for (const stream_ack& a : acks) {
+    if (const auto freed = own.on_ack(a.vnode, a.upto)) {
       account(-static_cast<std::int64_t>(*freed));
     } else {
-      beyond = true;
+      ok = false;
     }
   }
-  if (!beyond) return;
+  return ok;
+}
+
+void forwarder::warn_bad_acks(const packet& p) {
   if (const auto held_back = stream_log_.pass(std::chrono::steady_clock::now())) {
     logger()->warn("{}: {:x} sent a malformed acknowledgement, or one of packets never sent ({} more such lines "
                    "held back)", config_.name, p.source, *held_back);
@@ -289,7 +330,8 @@ void forwarder::departed(std::vector<packet>& packets) {
   for (auto& p : packets) {
     const std::uint64_t bytes = p.footprint();
     p.arrived_from = 0;
-    account(static_cast<std::int64_t>(bytes - sent_.keep(std::move(p), now)));
+    send_streams* own = own_of(p.source);
+    account(static_cast<std::int64_t>(bytes - (own ? own->keep(std::move(p), now) : bytes)));
   }
   // A packet kept for the first time is due after end_to_end_resend, which may be before what the timer waits
   // for (a packet sent again waits longer).
@@ -304,7 +346,10 @@ void forwarder::departed(std::vector<packet>& packets) {
 // armed nothing is looked at: a packet kept later is due later (next_due() walks every kept packet).
 void forwarder::arm_resend() {
   if (resend_at_) return;
-  const auto due = sent_.next_due();
+  auto due = sent_.next_due();
+  for (const auto& [name, own] : inherited_) {
+    if (const auto d = own.next_due(); d && (!due || *d < *due)) due = d;
+  }
   if (!due) return;
   resend_at_ = *due;
   resend_timer_.expires_at(*due);
@@ -313,6 +358,9 @@ void forwarder::arm_resend() {
     resend_at_.reset();
     const auto now = std::chrono::steady_clock::now();
     auto due_now = sent_.take_due(now);
+    for (auto& [name, own] : inherited_) {
+      for (auto& p : own.take_due(now)) due_now.push_back(std::move(p));
+    }
     if (!due_now.empty()) {
       logger()->debug("{}: {} packets not acknowledged by their owners go out again", config_.name, due_now.size());
     }
@@ -324,16 +372,18 @@ void forwarder::arm_resend() {
         account(-static_cast<std::int64_t>(p.footprint()));  // departed() counts it again
         // A resource name is never reused: one kept through the longest backoff whose incarnation has had no
         // route for as long names an incarnation that is gone, and its stream is given up.
-        if (p.dest >= config_.space_size && sent_.waited(p) >= resend_max) {
+        send_streams* own = own_of(p.source);
+        if (p.dest >= config_.space_size && own && own->waited(p) >= resend_max) {
           const auto since = routing_.table().unreachable_since(p.dest);
           if (since && (*since == std::chrono::steady_clock::time_point::min() || now - *since >= resend_max)) {
-            account(-static_cast<std::int64_t>(sent_.drop_stream(p.dest)));
+            account(-static_cast<std::int64_t>(own->drop_stream(p.dest)));
             ++streams_given_up_;
             logger()->warn("{}: {:x} has had no route for a minute or more: what this node kept for it is dropped",
                            config_.name, p.dest);
             continue;
           }
         }
+        if (p.dest < config_.space_size) ownerless_.insert(p.dest);
         no_owner.push_back(std::move(p));
         continue;
       }
@@ -342,6 +392,36 @@ void forwarder::arm_resend() {
     }
     departed(no_owner);
   });
+}
+
+// Virtual nodes whose kept packets found nobody assuming them, and that have an owner now (an adopter, or the
+// old one back): their kept packets go at once, not after the backoff they reached meanwhile.
+void forwarder::owners_found() {
+  const auto now = std::chrono::steady_clock::now();
+  bool hastened = false;
+  for (auto it = ownerless_.begin(); it != ownerless_.end();) {
+    if (!routing_.is_local(*it) && !routing_.next_hop_for(*it)) {
+      ++it;
+      continue;
+    }
+    sent_.hasten(*it, now);
+    for (auto& [name, own] : inherited_) own.hasten(*it, now);
+    hastened = true;
+    it = ownerless_.erase(it);
+  }
+  if (!hastened) return;
+  resend_at_.reset();
+  resend_timer_.cancel();
+  arm_resend();
+}
+
+void forwarder::send_all_again() {
+  const auto by = std::chrono::steady_clock::now() + config_.end_to_end_resend;
+  sent_.hasten_all(by);
+  for (auto& [name, own] : inherited_) own.hasten_all(by);
+  resend_at_.reset();
+  resend_timer_.cancel();
+  arm_resend();
 }
 
 void forwarder::link_lost() {
@@ -388,8 +468,37 @@ void forwarder::adopt_streams(const std::vector<stream_state>& states) {
 
 std::vector<packet> forwarder::take_unacknowledged() {
   auto all = sent_.take_all();
+  for (auto& [name, own] : inherited_) {
+    for (auto& p : own.take_all()) all.push_back(std::move(p));
+  }
+  std::erase_if(inherited_, [](const auto& e) { return e.second.streams() == 0; });
   for (const auto& p : all) account(-static_cast<std::int64_t>(p.footprint()));
   return all;
+}
+
+// A packet from a log. One of an earlier incarnation of this node's own, numbered and to a virtual node, is
+// kept until its owner acknowledges it, like one this node sent, under its numbers; the acknowledgement comes
+// here (packet::ack_to_follows). Anything else goes on as it came.
+void forwarder::route_logged(packet p) {
+  const bool earlier_own = p.numbered_here && p.source != self_ && p.dest < config_.space_size &&
+                           p.stream_seq != 0 && !(p.flags & packet::handed_over);
+  p.numbered_here =
+      earlier_own &&
+      inherited_.try_emplace(p.source, resend_timing{config_.end_to_end_resend, resend_max}).first->second.resume(p);
+  if (earlier_own) set_ack_to(p, self_);  // a second copy in the log too: its acknowledgement comes here
+  route_in_transit(std::move(p));
+}
+
+send_streams* forwarder::own_of(node_id source) {
+  if (source == self_) return &sent_;
+  const auto it = inherited_.find(source);
+  return it == inherited_.end() ? nullptr : &it->second;
+}
+
+std::size_t forwarder::count_unacknowledged(const std::function<bool(std::uint64_t)>& pred) const {
+  std::size_t n = sent_.count_streams(pred);
+  for (const auto& [name, own] : inherited_) n += own.count_streams(pred);
+  return n;
 }
 
 }  // namespace phoenix::overlay

@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <asio.hpp>
@@ -71,9 +72,16 @@ class forwarder {
   // The streams to [lo, hi) leave with the interval, with the packets held for it before their predecessors.
   std::pair<std::vector<stream_state>, std::vector<packet>> take_streams(std::uint64_t lo, std::uint64_t hi);
   void adopt_streams(const std::vector<stream_state>& states);
-  // What this node sent that no owner acknowledged yet (for the finalize log; the streams stay numbered).
+  // Every packet this node keeps goes out again within end_to_end_resend, however far it backed off (a node
+  // about to leave waits that long for its owners' acknowledgements).
+  void send_all_again();
+  // What this node (and earlier incarnations, see route_logged) sent that no owner acknowledged yet (for the
+  // finalize log; the streams stay numbered).
   std::vector<packet> take_unacknowledged();
-  const send_streams& sent() const { return sent_; }
+  // A packet from the log of an earlier incarnation, counted now: its own packets kept again (docs/overlay.md).
+  void route_logged(packet p);
+  // Streams of packets kept here (this node's, and earlier incarnations') whose destination satisfies pred.
+  std::size_t count_unacknowledged(const std::function<bool(std::uint64_t)>& pred) const;
   const receive_streams& received() const { return received_; }
   std::uint64_t duplicates_dropped() const { return duplicates_; }
 
@@ -92,9 +100,14 @@ class forwarder {
   void release_held_acks();
   void deliver_numbered(packet p);  // to a virtual node or this resource name: in stream order, once
   void on_stream_acks(const packet& p);
+  void on_stream_acks_for(const packet& p);
+  bool apply_acks(send_streams& own, const std::vector<stream_ack>& acks);
+  void warn_bad_acks(const packet& p);
+  send_streams* own_of(node_id source);  // the packets of `source` kept here: this node's, or an earlier one's
   void owe_acks(node_id source, bool at_once);
   void send_acks(node_id source);
   void arm_resend();
+  void owners_found();
   void send_stranded();
 
   const overlay_config& config_;
@@ -113,8 +126,12 @@ class forwarder {
   bool sweep_armed_ = false;
 
   send_streams sent_;
+  // Packets earlier incarnations of this node numbered, from their logs, by the incarnation's resource name.
+  std::unordered_map<node_id, send_streams> inherited_;
   receive_streams received_;
   std::vector<packet> departed_;  // keep_departed's, kept for its capacity
+  // Virtual nodes whose kept packets found nobody assuming them when due (owners_found() hastens them).
+  std::unordered_set<std::uint64_t> ownerless_;
   asio::steady_timer resend_timer_;  // armed for sent_.next_due() while anything is kept
   std::optional<std::chrono::steady_clock::time_point> resend_at_;
   asio::steady_timer stranded_timer_;  // armed while a link is down, for send_stranded

@@ -21,7 +21,8 @@ connection_params make_params(const overlay_config& c, node_id self) {
   p.space_size = c.space_size;
   p.self = self;
   p.name = c.name;
-  p.max_payload = static_cast<std::uint32_t>(std::min<std::uint64_t>(c.max_message_bytes + data_head_bytes,
+  // A packet sent again by its sender's next incarnation carries 8 bytes more (packet::ack_to_follows).
+  p.max_payload = static_cast<std::uint32_t>(std::min<std::uint64_t>(c.max_message_bytes + data_head_bytes + 8,
                                                                      hard_max_payload));
   p.ack_every_bytes = std::max<std::uint64_t>(c.link_window_bytes / 4, 64 * 1024);
   p.window_bytes = c.link_window_bytes;
@@ -304,8 +305,11 @@ std::optional<link_manager::lost_link> link_manager::link_down(const std::shared
     nb.conn.reset();
     nb.down_since = clock::now();
     ++links_lost_;
-    logger()->log(expected || nb.said_goodbye ? spdlog::level::info : spdlog::level::warn,
-                  "{}: link to {} down: {}", config_.name, nb.name, reason);
+    if (const auto held_back = nb.down_log.pass(nb.down_since)) {
+      logger()->log(expected || nb.said_goodbye ? spdlog::level::info : spdlog::level::warn,
+                    "{}: link to {} down: {}{}", config_.name, nb.name, reason,
+                    *held_back ? fmt::format(" ({} more such lines held back)", *held_back) : std::string());
+    }
     // What was never sent may take another way; what was sent stays in the session for resending when the
     // link comes back. A peer that said goodbye will not come back: everything goes elsewhere.
     lost = lost_link{peer, nb.said_goodbye ? nb.session.take_all() : nb.session.take_unsent(), {}};

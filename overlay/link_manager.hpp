@@ -45,6 +45,9 @@ struct neighbour {
   std::optional<secret_bytes> secret;
   std::string name;
   std::chrono::steady_clock::time_point down_since{};  // when its last link went down (while it has none)
+  // A link that goes down again and again (a path that flaps, a peer whose frames are refused on each
+  // reconnect) logs at most 5 lines a minute.
+  base::log_budget down_log{std::chrono::minutes(1), 5};
   // What either end said about leaving (departure.hpp).
   bool said_goodbye = false;   // it sent its final ack: it will not come back
   bool leaving = false;        // it told us it is finalizing: not a next hop any more

@@ -102,6 +102,9 @@ class overlay final : public connection_owner {
     forwarder_.send(std::move(p), numbered);
   }
   void route_in_transit(packet p) { forwarder_.route_in_transit(std::move(p)); }
+  // A packet from an earlier incarnation's log: like route_in_transit, but what that incarnation sent and kept
+  // is kept here again until its owner acknowledges it (forwarder::route_logged).
+  void route_logged(packet p) { forwarder_.route_logged(std::move(p)); }
 
   // Mapping: the intervals of [0, L) this node assumes.
   base::interval_set::result assume(base::interval s) { return routing_.assume(s); }
@@ -156,14 +159,16 @@ class overlay final : public connection_owner {
   // (Streams to resource names that no route reaches are not counted: an incarnation that is gone never
   // acknowledges, and its name is never reused.)
   std::size_t unacknowledged() const {
-    return forwarder_.sent().count_streams([this](std::uint64_t dest) {
+    return forwarder_.count_unacknowledged([this](std::uint64_t dest) {
       return dest < config_.space_size || reachable(dest);
     });
   }
+  // What those streams keep goes out again within end_to_end_resend (a node about to leave waits for them).
+  void send_unacknowledged_again() { forwarder_.send_all_again(); }
   // Of those, the streams whose owner a route reaches (an owner away or crashed will not acknowledge before it
   // comes back).
   std::size_t unacknowledged_reachable() const {
-    return forwarder_.sent().count_streams([this](std::uint64_t dest) { return reachable(dest); });
+    return forwarder_.count_unacknowledged([this](std::uint64_t dest) { return reachable(dest); });
   }
   // The last instant this node had no link up at all (now, while it has none).
   std::chrono::steady_clock::time_point alone_at() const {

@@ -16,6 +16,9 @@ using node_id = std::uint64_t;  // a resource name
 
 struct packet {
   static constexpr std::uint8_t handed_over = 1;  // flags: delivered once already, by the owner before this one
+  // flags: the body ends in 8 bytes, the resource name its owner acknowledges it to (not `source`: a sender's
+  // next incarnation that keeps what the last one logged; delivery/stream_codec.hpp)
+  static constexpr std::uint8_t ack_to_follows = 2;
 
   std::uint64_t dest = 0;
   node_id source = 0;

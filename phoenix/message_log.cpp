@@ -20,6 +20,9 @@ constexpr char trailer[9] = "PHXEND01";
 constexpr std::size_t old_record_head_bytes = 32;
 constexpr std::size_t record_head_bytes = 48;
 constexpr std::size_t stream_record_bytes = 24;
+// A record's flags: the packet flags, and this bit for a packet its writer numbered and kept (a next incarnation
+// keeps it again: overlay::forwarder::route_logged).
+constexpr std::uint32_t kept_by_writer = 0x100;
 
 std::string io_error(const std::filesystem::path& file, const char* what) {
   return std::string(what) + " " + file.string() + ": " + std::strerror(errno);
@@ -60,7 +63,7 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
       base::store_le<std::uint64_t>(head, p.dest);
       base::store_le<std::uint64_t>(head + 8, p.source);
       base::store_le<std::uint32_t>(head + 16, static_cast<std::uint32_t>(p.tag));
-      base::store_le<std::uint32_t>(head + 20, p.flags);
+      base::store_le<std::uint32_t>(head + 20, p.flags | (p.numbered_here ? kept_by_writer : 0u));
       base::store_le<std::uint64_t>(head + 24, p.stream_seq);
       base::store_le<std::uint64_t>(head + 32, p.stream_prev);
       base::store_le<std::uint64_t>(head + 40, p.body.size());
@@ -142,8 +145,10 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
     std::uint64_t length = base::load_le<std::uint64_t>(head + 24);
     if (current) {
       const auto flags = base::load_le<std::uint32_t>(head + 20);
-      if ((flags & ~std::uint32_t{overlay::packet::handed_over}) != 0) return file.string() + ": malformed record";
-      p.flags = static_cast<std::uint8_t>(flags);
+      constexpr std::uint32_t known = overlay::packet::handed_over | overlay::packet::ack_to_follows | kept_by_writer;
+      if ((flags & ~known) != 0) return file.string() + ": malformed record";
+      p.flags = static_cast<std::uint8_t>(flags & 0xff);
+      p.numbered_here = (flags & kept_by_writer) != 0;
       p.stream_seq = base::load_le<std::uint64_t>(head + 24);
       p.stream_prev = base::load_le<std::uint64_t>(head + 32);
       length = base::load_le<std::uint64_t>(head + 40);
@@ -162,7 +167,8 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
 
 std::size_t drop_runtime_records(std::vector<overlay::packet>& packets) {
   return std::erase_if(packets, [](const overlay::packet& p) {
-    return (p.tag < 0 && p.tag > first_service_tag) || p.tag == overlay::stream_ack_tag;
+    return (p.tag < 0 && p.tag > first_service_tag) || p.tag == overlay::stream_ack_tag ||
+           p.tag == overlay::stream_ack_for_tag;
   });
 }
 

@@ -6,6 +6,7 @@
 // u64 vnode, u64 last (the end-to-end streams to this node's virtual nodes: overlay/delivery/); then one record
 // per message
 //   u64 dest, u64 source, u32 tag, u32 flags, u64 stream_seq, u64 stream_prev, u64 length, length bytes of body
+// (flags: the packet's, and 0x100 for one its writer numbered and kept until its owner acknowledged it)
 // and a trailer: the 8 bytes "PHXEND01" and a u64 record count. A file without its trailer (a crash while
 // writing) is rejected rather than half-read; writing goes to a temporary file renamed into place. Logs of
 // earlier versions ("PHXLOG01": messages of u64 dest, u64 source, u32 tag, u32 0, u64 length, body;

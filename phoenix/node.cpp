@@ -195,7 +195,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
     }
   }
   overlay_->adopt_streams(streams);
-  for (auto& p : logged) overlay_->route_in_transit(std::move(p));
+  for (auto& p : logged) overlay_->route_logged(std::move(p));
   if (config_.orphan_policy == "adopt") adoption_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   lease_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   restore_ = std::move(restore);
@@ -263,7 +263,8 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
     // Replies to this incarnation's own migration attempts die with it; a query to a virtual node is kept,
     // for whoever assumes it next (its sender waits for an answer).
     if (p.tag == migration::protocol_tag && p.dest == resource_name_) continue;
-    if (p.tag == overlay::stream_ack_tag) continue;  // the next incarnation writes the streams' state instead
+    // Acknowledgements: the streams' state is logged instead, and the next incarnation acknowledges again.
+    if (p.tag == overlay::stream_ack_tag || p.tag == overlay::stream_ack_for_tag) continue;
     undelivered.push_back(std::move(p));
   }
   // What this node delivered of each stream: its next incarnation (or whoever reads the log) drops the copies
@@ -296,9 +297,13 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
 // crashed_peer_grace (the routes through a restarted relay come back; an owner suspended or crashed does not
 // keep it waiting longer).
 void Node::Impl::wait_for_resends() {
-  const auto streams = progress_->call([&] { return overlay_->unacknowledged(); });
+  const auto streams = progress_->call([&] {
+    overlay_->send_unacknowledged_again();
+    return overlay_->unacknowledged();
+  });
   if (streams == 0) return;
-  // Two resends: the first is due within end_to_end_resend of now, the second twice that after it.
+  // Two resends: the first within end_to_end_resend of now (however far a packet had backed off), the second
+  // twice that after it.
   const auto wait = 3 * std::chrono::milliseconds(config_.end_to_end_resend_ms) + acknowledgement_wait;
   logger()->info("{}: waiting up to {} ms for the owners of {} streams to acknowledge what they were sent",
                  config_.name, std::chrono::duration_cast<std::chrono::milliseconds>(wait).count(), streams);

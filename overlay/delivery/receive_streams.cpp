@@ -2,22 +2,30 @@
 
 #include <algorithm>
 
+#include "overlay/delivery/stream_codec.hpp"
+
 namespace phoenix::overlay {
 
 receive_streams::result receive_streams::check(const packet& p) {
   // Not numbered (a runtime packet to a virtual node, or a control message), or handed over by the previous
   // owner, which delivered it already.
+  // Only a numbered packet names where its acknowledgement goes, and then in a body long enough for it.
+  // (A resource name, never a virtual node: an acknowledgement to one would wait for its owner.)
+  const auto ack_to = ack_to_of(p);
+  if ((p.flags & packet::ack_to_follows) &&
+      (!ack_to || *ack_to < limits_.space_size || p.stream_seq == 0 || (p.flags & packet::handed_over)))
+    return {verdict::malformed};
   if (p.stream_seq == 0 || (p.flags & packet::handed_over)) return {verdict::deliver};
   if (p.stream_prev >= p.stream_seq) return {verdict::malformed};
   const key k{p.source, p.dest};
   stream& s = find_or_add(k);
   if (p.stream_seq <= s.last) {
-    owe(k, s, 0);  // its sender has not heard of it: acknowledged again
+    owe(k, s, 0, ack_to.value_or(0));  // its sender has not heard of it: acknowledged again
     return {verdict::duplicate};
   }
   if (p.stream_prev > s.last) return {verdict::hold};
   s.last = p.stream_seq;
-  return {verdict::deliver, owe(k, s, p.footprint())};
+  return {verdict::deliver, owe(k, s, p.footprint(), ack_to.value_or(0))};
 }
 
 bool receive_streams::hold(packet p) {
@@ -46,7 +54,7 @@ std::optional<packet> receive_streams::next_held(node_id source, std::uint64_t v
   s.held.erase(s.held.begin());
   held_bytes_ -= p.footprint();
   s.last = p.stream_seq;
-  owe(k, s, p.footprint());
+  owe(k, s, p.footprint(), ack_to_of(p).value_or(0));
   return p;
 }
 
@@ -55,6 +63,11 @@ std::vector<node_id> receive_streams::owing() const {
   out.reserve(owed_.size());
   for (const auto& [source, d] : owed_) out.push_back(source);
   return out;
+}
+
+node_id receive_streams::ack_to(node_id source) const {
+  const auto d = owed_.find(source);
+  return d == owed_.end() || d->second.ack_to == 0 ? source : d->second.ack_to;
 }
 
 std::vector<stream_ack> receive_streams::take_acks(node_id source, clock::time_point now) {
@@ -110,7 +123,7 @@ std::size_t receive_streams::adopt(const std::vector<stream_state>& states, cloc
     stream& s = find_or_add(k);
     s.last = std::max(s.last, st.last);
     s.seen = now;
-    owe(k, s, 0);
+    owe(k, s, 0, 0);
   }
   return states.size() - n;
 }
@@ -143,12 +156,13 @@ receive_streams::stream& receive_streams::find_or_add(const key& k) {
   return *(last_stream_ = &s);
 }
 
-bool receive_streams::owe(const key& k, stream& s, std::uint64_t bytes) {
+bool receive_streams::owe(const key& k, stream& s, std::uint64_t bytes, node_id ack_to) {
   if (!last_debt_ || last_source_ != k.first) {
     last_source_ = k.first;
     last_debt_ = &owed_[k.first];
   }
   debt& d = *last_debt_;
+  if (ack_to != 0) d.ack_to = ack_to;
   if (!s.owed) {
     s.owed = true;
     d.vnodes.push_back(k.second);

@@ -49,6 +49,7 @@ struct stream_limits {
   // An acknowledgement goes at once once this much is owed to one sender; before, when the host's delay ends.
   std::uint64_t ack_bytes = 1ull << 20;
   std::uint32_t ack_packets = 64;
+  std::uint64_t space_size = 0;  // L: a packet that names a virtual node for its acknowledgements is malformed
 };
 
 class receive_streams {
@@ -75,8 +76,10 @@ class receive_streams {
   std::optional<packet> next_held(node_id source, std::uint64_t vnode);
   bool holds_any() const { return held_bytes_ > 0; }
 
-  // Acknowledgements owed: the senders owed any, and then each one's (taken, so owed no more).
+  // Acknowledgements owed: the senders owed any, where they go (the sender's resource name, or the one the
+  // latest packet it is owed for named: packet::ack_to_follows), and then each one's (taken, so owed no more).
   std::vector<node_id> owing() const;
+  node_id ack_to(node_id source) const;
   std::vector<stream_ack> take_acks(node_id source, clock::time_point now);
 
   // The streams to [lo, hi), and the packets held for it, leave with the interval.
@@ -109,11 +112,12 @@ class receive_streams {
     std::vector<stream_ack> left;       // owed for streams that left with their interval
     std::uint64_t bytes = 0;
     std::uint32_t packets = 0;
+    node_id ack_to = 0;  // where they go, if not to the sender (packet::ack_to_follows)
   };
 
   stream& find_or_add(const key& k);
   // Returns whether the sender is owed enough to acknowledge at once.
-  bool owe(const key& k, stream& s, std::uint64_t bytes);
+  bool owe(const key& k, stream& s, std::uint64_t bytes, node_id ack_to);
   void make_room();
 
   stream_limits limits_;

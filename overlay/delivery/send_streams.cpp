@@ -40,6 +40,22 @@ void send_streams::stamp(packet& p) {
   s.out.push_back(outstanding{p.stream_seq, std::nullopt, {}, {}});
 }
 
+bool send_streams::resume(const packet& p) {
+  if (p.stream_seq == 0) return false;
+  stream* found = find(p.dest);
+  if (!found) {
+    last_vnode_ = p.dest;
+    found = last_ = &streams_[p.dest];
+  }
+  auto& out = found->out;
+  const auto at = std::lower_bound(out.begin(), out.end(), p.stream_seq,
+                                   [](const outstanding& o, std::uint64_t s) { return o.seq < s; });
+  if (at != out.end() && at->seq == p.stream_seq) return false;
+  out.insert(at, outstanding{p.stream_seq, std::nullopt, {}, {}});
+  next_seq_ = std::max(next_seq_, p.stream_seq + 1);
+  return true;
+}
+
 std::uint64_t send_streams::keep(packet p, clock::time_point now) {
   stream* s = find(p.dest);
   if (!s) return p.footprint();
@@ -75,9 +91,14 @@ std::optional<std::uint64_t> send_streams::on_ack(std::uint64_t vnode, std::uint
 std::vector<packet> send_streams::take_due(clock::time_point now) {
   std::vector<packet> due;
   for (auto& [vnode, s] : streams_) {
+    std::size_t upto = 0;  // the entries before it go: the last due one, and the kept ones its owner waits for
+    for (std::size_t i = 0; i < s.out.size(); ++i) {
+      if (s.out[i].kept && s.out[i].due <= now) upto = i + 1;
+    }
     std::uint64_t prev = 0;  // the entry before it, or 0: what went before was acknowledged meanwhile
-    for (auto& o : s.out) {
-      if (o.kept && o.due <= now) {
+    for (std::size_t i = 0; i < upto; ++i) {
+      outstanding& o = s.out[i];
+      if (o.kept) {
         bytes_kept_ -= o.kept->footprint();
         --packets_kept_;
         o.kept->stream_prev = prev;  // an owner that lost its state must not wait for what it acknowledged
@@ -91,6 +112,22 @@ std::vector<packet> send_streams::take_due(clock::time_point now) {
   std::sort(due.begin(), due.end(),
             [](const packet& a, const packet& b) { return a.stream_seq < b.stream_seq; });
   return due;
+}
+
+// One out again (not kept) starts from resend_after too when its first hop gives it back.
+void send_streams::hasten(stream& s, clock::time_point at) {
+  for (auto& o : s.out) {
+    o.backoff = {};  // keep() starts it from resend_after
+    if (o.kept) o.due = std::min(o.due, at);
+  }
+}
+
+void send_streams::hasten(std::uint64_t vnode, clock::time_point at) {
+  if (stream* s = find(vnode)) hasten(*s, at);
+}
+
+void send_streams::hasten_all(clock::time_point at) {
+  for (auto& [vnode, s] : streams_) hasten(s, at);
 }
 
 send_streams::clock::duration send_streams::waited(const packet& p) const {

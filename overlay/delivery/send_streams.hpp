@@ -37,14 +37,25 @@ class send_streams {
 
   // Numbers p, a new packet from this node to virtual node p.dest (its stream_seq and stream_prev).
   void stamp(packet& p);
+  // A packet an earlier incarnation numbered (its log's, p.source that incarnation's name), outstanding here
+  // again under its numbers: one send_streams per earlier incarnation. False if it has no number, or that
+  // number is outstanding already.
+  bool resume(const packet& p);
   // The first hop acknowledged p: kept until its owner acknowledges it. Returns p's footprint if the owner
   // already did (p is dropped at once), else 0.
   std::uint64_t keep(packet p, clock::time_point now);
   // The owner of `vnode` delivered this node's packets to it up to `upto`. Returns the footprints of the kept
   // packets freed; nullopt if `upto` is a number this node never gave a packet to that virtual node.
   std::optional<std::uint64_t> on_ack(std::uint64_t vnode, std::uint64_t upto);
-  // Kept packets due to go out again; they come back through keep() when the first hop has them again.
+  // Kept packets due to go out again; they come back through keep() when the first hop has them again. A due
+  // packet takes the kept packets before it in its stream along, due or not: its owner delivers it only after
+  // them, and one that backed off further (sent while the virtual node had no owner) would hold it back.
   std::vector<packet> take_due(clock::time_point now);
+  // `vnode` has an owner again, perhaps a new one: its kept packets are due by `at`, and back off from
+  // resend_after again (what backed off while nobody assumed it must not keep the new owner waiting).
+  void hasten(std::uint64_t vnode, clock::time_point at);
+  // The same for every stream (a node about to leave waits for what it sends again).
+  void hasten_all(clock::time_point at);
   // How long p, just taken by take_due(), had waited: resend_after at first, doubling up to resend_max.
   clock::duration waited(const packet& p) const;
   // Forgets the stream to `dest` and every packet kept of it (an incarnation that is gone); their footprint.
@@ -85,6 +96,7 @@ class send_streams {
   std::uint64_t last_vnode_ = 0;
   stream* last_ = nullptr;
   stream* find(std::uint64_t vnode);
+  static void hasten(stream& s, clock::time_point at);
   void erase(std::unordered_map<std::uint64_t, stream>::iterator it);
   std::uint64_t bytes_kept_ = 0;
   std::size_t packets_kept_ = 0;

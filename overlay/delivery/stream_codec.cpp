@@ -1,5 +1,6 @@
 #include "overlay/delivery/stream_codec.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "base/wire.hpp"
@@ -52,6 +53,40 @@ Bytes encode_acks(std::span<const stream_ack> acks) {
 
 std::optional<std::vector<stream_ack>> decode_acks(std::span<const std::byte> body) {
   return decode_records<2, stream_ack>(body, [](const auto& f) { return stream_ack{f[0], f[1]}; });
+}
+
+Bytes encode_acks_for(node_id source, std::span<const stream_ack> acks) {
+  const Bytes records = encode_acks(acks);
+  Bytes out(8 + records.size());
+  base::store_le<std::uint64_t>(out.data(), source);
+  std::copy(records.begin(), records.end(), out.begin() + 8);
+  return out;
+}
+
+std::optional<std::pair<node_id, std::vector<stream_ack>>> decode_acks_for(std::span<const std::byte> body) {
+  if (body.size() < 8) return std::nullopt;
+  auto acks = decode_acks(body.subspan(8));
+  if (!acks) return std::nullopt;
+  return std::pair{base::load_le<std::uint64_t>(body.data()), std::move(*acks)};
+}
+
+std::optional<node_id> ack_to_of(const packet& p) {
+  if (!(p.flags & packet::ack_to_follows) || p.body.size() < 8) return std::nullopt;
+  return base::load_le<std::uint64_t>(p.body.data() + p.body.size() - 8);
+}
+
+void strip_ack_to(packet& p) {
+  if (!(p.flags & packet::ack_to_follows)) return;
+  p.body.resize(p.body.size() >= 8 ? p.body.size() - 8 : 0);
+  p.flags &= static_cast<std::uint8_t>(~packet::ack_to_follows);
+}
+
+void set_ack_to(packet& p, node_id to) {
+  strip_ack_to(p);
+  const std::size_t n = p.body.size();
+  p.body.resize(n + 8);
+  base::store_le<std::uint64_t>(p.body.data() + n, to);
+  p.flags |= packet::ack_to_follows;
 }
 
 Bytes encode_states(std::span<const stream_state> states) {

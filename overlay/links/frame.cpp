@@ -94,7 +94,8 @@ void encode_data_head(std::byte* out, const data_head& h) {
 frame_error decode_data_head(std::span<const std::byte> payload, data_head& out) {
   if (payload.size() < data_head_bytes) return frame_error::bad_payload;
   const std::byte* p = payload.data();
-  if ((static_cast<std::uint8_t>(p[37]) & ~packet::handed_over) != 0 || base::load_le<std::uint16_t>(p + 38) != 0)
+  constexpr std::uint8_t known_flags = packet::handed_over | packet::ack_to_follows;
+  if ((static_cast<std::uint8_t>(p[37]) & ~known_flags) != 0 || base::load_le<std::uint16_t>(p + 38) != 0)
     return frame_error::bad_payload;
   out.seq = base::load_le<std::uint64_t>(p);
   out.ack = base::load_le<std::uint64_t>(p + 8);

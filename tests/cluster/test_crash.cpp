@@ -380,13 +380,14 @@ int run_sink(const std::string& key, const std::string& relay, std::uint64_t win
   return 0;
 }
 
-// What the source does once it has sent the stream: stays up (it keeps what the sink has not acknowledged), or
-// leaves for good at once, with no log.
-enum class then { stays, leaves };
+// What the source does once it has sent the stream: stays up (it keeps what the sink has not acknowledged),
+// leaves for good at once, with no log, or finalizes to a log and comes back from it at once as a new incarnation.
+enum class then { stays, leaves, resumes };
 
 // The source: assumes [0, 500), and once it sees the sink streams 4,000 messages (their number first) to virtual
 // node 700 at about 4,000 a second, saying QUARTER, HALF and SENT on its way.
-int run_source(const std::string& key, const std::string& relay, then after, const ChildPipes& pipes) {
+int run_source(const std::string& key, const std::string& relay, then after, const std::string& log,
+               const ChildPipes& pipes) {
   phoenix::Config c = line_config("source", key);
   // Leaving, the resend comes after the links have drained and goodbye was said (about 1-2 s here): only a
   // finalize that waits for it delivers what the relay held.
@@ -397,7 +398,7 @@ int run_source(const std::string& key, const std::string& relay, then after, con
   while (!sees_interval(node, {500, L}) && Clock::now() < deadline) (void)node.recv_for(1, 20ms);
   if (Clock::now() >= deadline) return 1;
   // Leaving, 256 bytes each: what the stopped sink cannot take exceeds its window many times over.
-  std::vector<std::byte> message(after == then::leaves ? 256 : sizeof(int));
+  std::vector<std::byte> message(after == then::stays ? sizeof(int) : 256);
   for (int k = 0; k < stream_messages; ++k) {
     std::memcpy(message.data(), &k, sizeof k);
     while (node.send(sink_vnode, 1, message.data(), message.size())) std::this_thread::sleep_for(1ms);  // full
@@ -410,6 +411,21 @@ int run_source(const std::string& key, const std::string& relay, then after, con
     node.finalize();
     phoenix::launch::report_line(pipes.report_fd, "LEFT");
   }
+  if (after == then::resumes) {
+    // What the stopped sink did not acknowledge goes to the log; the next incarnation sends it from there, and
+    // says so once the relay has had time to take it.
+    if (node.finalize(log.c_str())) return 1;
+    phoenix::Node next(c);
+    if (next.initialize("tcp://127.0.0.1:0", log.c_str()) || next.add_port(relay)) return 1;
+    while (!sees_interval(next, {500, L}) && Clock::now() < deadline + 30s) (void)next.recv_for(1, 20ms);
+    const auto handed = Clock::now() + 1s;
+    while (Clock::now() < handed) (void)next.recv_for(1, 20ms);
+    phoenix::launch::report_line(pipes.report_fd, "RESUMED");
+    while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) {
+    }
+    next.finalize();
+    return 0;
+  }
   while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) {
   }
   if (after == then::stays) node.finalize();
@@ -420,7 +436,8 @@ int run_source(const std::string& key, const std::string& relay, then after, con
 // Where the source stays, the relay is killed halfway. Where it leaves, the sink is stopped (SIGSTOP) a quarter
 // of the way, so that the relay acknowledges the rest and holds what exceeds the sink's window (64 KiB), the relay is
 // killed once the source has sent everything (and begins to leave), and the sink resumes once the new relay
-// runs, a second later. Returns the sink's report.
+// runs, a second later. Where it resumes, the same, but the relay is killed once the source's next incarnation
+// has sent the relay what the first one logged. Returns the sink's report.
 std::string relay_killed_mid_stream(then after) {
   phoenix::test::temp_dir dir;
   const std::string key = dir.make_key();
@@ -438,7 +455,7 @@ std::string relay_killed_mid_stream(then after) {
         // A leaving source finds no neighbour for its first second: it cannot have sent anything again yet.
         if (after == then::leaves) std::this_thread::sleep_for(1s);
         group.spawn("relay2", [&, port](const ChildPipes& p) { return run_relay(key, port, p); });
-        if (after == then::leaves && sink) REQUIRE(group.signal(*sink, SIGCONT));
+        if (after != then::stays && sink) REQUIRE(group.signal(*sink, SIGCONT));
       }
       continue;
     }
@@ -448,12 +465,13 @@ std::string relay_killed_mid_stream(then after) {
       const std::string relay = "tcp://127.0.0.1:" + port;
       const std::uint64_t window = after == then::leaves ? 64 * 1024 : 8ull << 20;
       sink = group.spawn("sink", [&, relay, window](const ChildPipes& p) { return run_sink(key, relay, window, p); });
-      group.spawn("source", [&, relay](const ChildPipes& p) { return run_source(key, relay, after, p); });
+      const std::string log = (dir / "source.log").string();
+      group.spawn("source", [&, relay, log](const ChildPipes& p) { return run_source(key, relay, after, log, p); });
     } else if (ev->line == "HALF" && after == then::stays) {
       REQUIRE(group.signal(first, SIGKILL));
-    } else if (ev->line == "QUARTER" && after == then::leaves) {
+    } else if (ev->line == "QUARTER" && after != then::stays) {
       REQUIRE(group.signal(*sink, SIGSTOP));
-    } else if (ev->line == "SENT" && after == then::leaves) {
+    } else if ((ev->line == "SENT" && after == then::leaves) || ev->line == "RESUMED") {
       REQUIRE(group.signal(first, SIGKILL));
     } else if (sink && ev->child == *sink && ev->line.rfind("GOT ", 0) == 0) {
       got = ev->line;
@@ -523,5 +541,14 @@ TEST_CASE("crash: a relay SIGKILLed mid-stream and restarted on its port loses a
 // through two resends while the sink is reachable, or was within 2 s).
 TEST_CASE("crash: a sender that leaves with no log right after its relay was SIGKILLed loses nothing the relay held") {
   CHECK(relay_killed_mid_stream(then::leaves) ==
+        "GOT " + std::to_string(stream_messages) + " DUPLICATES 0 OUT OF ORDER 0");
+}
+
+// The source finalizes to a log while the sink is stopped, and its next incarnation sends what the log holds
+// of its own through the relay, which is SIGKILLed holding it: the next incarnation kept it, under the first
+// one's name and numbers, and sends it again; the sink's acknowledgements come to it, not to the name that is
+// gone.
+TEST_CASE("crash: a sender's next incarnation keeps what its log held of its own until the owner acknowledges it, so a relay SIGKILLed with it loses nothing") {
+  CHECK(relay_killed_mid_stream(then::resumes) ==
         "GOT " + std::to_string(stream_messages) + " DUPLICATES 0 OUT OF ORDER 0");
 }

@@ -113,6 +113,65 @@ TEST_CASE("end-to-end: a sender tells how long a packet it takes out waited, and
   CHECK(s.streams() == 1);
 }
 
+TEST_CASE("end-to-end: a packet due again takes the kept packets before it along, however far they backed off") {
+  send_streams s({seconds(2), seconds(60)});
+  const auto t0 = clock_type::now();
+  packet a = to_vnode(7, 8, 1);
+  s.stamp(a);
+  CHECK(s.keep(a, t0) == 0);
+  // Nobody assumes 7 for a while: a goes out and comes back twice, and waits 8 s now.
+  for (const auto at : {t0 + seconds(2), t0 + seconds(6)}) {
+    auto due = s.take_due(at);
+    REQUIRE(due.size() == 1);
+    CHECK(s.keep(std::move(due[0]), at) == 0);
+  }
+  CHECK(s.next_due() == t0 + seconds(14));
+  // 7 has an owner again (an adopter, which knows nothing of the stream); b is sent, and is due first.
+  packet b = to_vnode(7, 8, 2);
+  s.stamp(b);
+  CHECK(b.stream_prev == a.stream_seq);
+  CHECK(s.keep(b, t0 + seconds(7)) == 0);
+  auto due = s.take_due(t0 + seconds(9));
+  REQUIRE(due.size() == 2);
+  CHECK(due[0].stream_seq == a.stream_seq);
+  CHECK(due[0].stream_prev == 0);
+  CHECK(due[1].stream_prev == a.stream_seq);
+  receive_streams owner;
+  CHECK(arrive(owner, due[1]).empty());  // held for a
+  CHECK(arrive(owner, due[0]) == std::vector<std::int32_t>{1, 2});
+  CHECK(s.packets_kept() == 0);
+}
+
+TEST_CASE("end-to-end: a virtual node with an owner again has its kept packets due at once, backing off from the start") {
+  send_streams s({seconds(2), seconds(60)});
+  const auto t0 = clock_type::now();
+  packet a = to_vnode(7), c = to_vnode(9);
+  s.stamp(a);
+  s.stamp(c);
+  CHECK(s.keep(a, t0) == 0);
+  CHECK(s.keep(c, t0) == 0);
+  for (const auto at : {t0 + seconds(2), t0 + seconds(6)}) {  // no owner for either: 8 s now
+    for (auto& p : s.take_due(at)) CHECK(s.keep(std::move(p), at) == 0);
+  }
+  CHECK(s.next_due() == t0 + seconds(14));
+  s.hasten(7, t0 + seconds(7));
+  CHECK(s.next_due() == t0 + seconds(7));
+  auto due = s.take_due(t0 + seconds(7));
+  REQUIRE(due.size() == 1);
+  CHECK(due[0].dest == 7);
+  CHECK(s.waited(due[0]) == seconds(0));
+  CHECK(s.keep(std::move(due[0]), t0 + seconds(7)) == 0);
+  CHECK(s.next_due() == t0 + seconds(9));  // resend_after again, not 16 s
+  // Every stream (a node about to leave): 9 is due by then too.
+  s.hasten_all(t0 + seconds(8));
+  due = s.take_due(t0 + seconds(8));
+  REQUIRE(due.size() == 2);
+  CHECK(due[0].dest == 7);
+  CHECK(due[1].dest == 9);
+  s.hasten(11, t0);  // a stream never sent to: nothing
+  CHECK(s.packets_kept() == 0);
+}
+
 TEST_CASE("end-to-end: an acknowledgement of a number never sent is refused and frees nothing") {
   send_streams s;
   packet a = to_vnode(3);
@@ -305,6 +364,110 @@ TEST_CASE(
   CHECK_FALSE(decode_acks(body));
   CHECK_FALSE(decode_states(encode_acks(acks)));
   CHECK_FALSE(decode_acks({}));
+}
+
+TEST_CASE("end-to-end: acknowledgements for an earlier incarnation round-trip, and a packet carries where its own go") {
+  const std::vector<stream_ack> acks{{1, 2}, {700, 1ull << 40}};
+  const auto body = encode_acks_for(0xABCDull << 40, acks);
+  const auto back = decode_acks_for(body);
+  REQUIRE(back);
+  CHECK(back->first == 0xABCDull << 40);
+  CHECK(back->second == acks);
+  CHECK_FALSE(decode_acks_for(std::span<const std::byte>(body).first(7)));
+  CHECK_FALSE(decode_acks_for(std::span<const std::byte>(body).first(body.size() - 1)));
+
+  packet p = to_vnode(7, 3);
+  CHECK_FALSE(ack_to_of(p));
+  set_ack_to(p, 42);
+  CHECK(p.body.size() == 11);
+  CHECK(ack_to_of(p) == 42u);
+  set_ack_to(p, 43);  // replaces it
+  CHECK(p.body.size() == 11);
+  CHECK(ack_to_of(p) == 43u);
+  strip_ack_to(p);
+  CHECK(p.body.size() == 3);
+  CHECK(p.flags == 0);
+  CHECK_FALSE(ack_to_of(p));
+  p.flags = packet::ack_to_follows;  // a body too short for what the flag says
+  CHECK_FALSE(ack_to_of(p));
+}
+
+TEST_CASE("end-to-end: an owner acknowledges a packet that names where its acknowledgement goes there, and refuses one that cannot") {
+  receive_streams owner;
+  const auto t0 = clock_type::now();
+  constexpr node_id next = 2000;  // the sender's next incarnation
+  packet a = to_vnode(7, 8, 1);
+  a.stream_seq = 5;
+  a.stream_prev = 0;
+  CHECK(arrive(owner, a) == std::vector<std::int32_t>{1});
+  CHECK(owner.ack_to(sender) == sender);
+  // The next incarnation sends it again from its log, and the one after it.
+  packet b = to_vnode(7, 8, 2);
+  b.stream_seq = 6;
+  b.stream_prev = 5;
+  set_ack_to(a, next);
+  set_ack_to(b, next);
+  CHECK(owner.check(a).what == receive_streams::verdict::duplicate);
+  CHECK(arrive(owner, b) == std::vector<std::int32_t>{2});
+  CHECK(owner.ack_to(sender) == next);
+  CHECK(owner.take_acks(sender, t0) == std::vector<stream_ack>{{7, 6}});
+  CHECK(owner.ack_to(sender) == sender);  // owed nothing: the next debt starts over
+  // Held, then delivered behind its predecessor: it names where its acknowledgement goes all the same.
+  packet c = to_vnode(7, 8, 3), d = to_vnode(7, 8, 4);
+  c.stream_seq = 7;
+  c.stream_prev = 6;
+  d.stream_seq = 8;
+  d.stream_prev = 7;
+  set_ack_to(d, next);
+  CHECK(arrive(owner, d).empty());
+  CHECK(arrive(owner, c) == std::vector<std::int32_t>{3, 4});
+  CHECK(owner.ack_to(sender) == next);
+  // The flag on a packet too short for the name, on an unnumbered one, or on one handed over: malformed.
+  packet e = to_vnode(7, 4);
+  e.stream_seq = 9;
+  e.stream_prev = 8;
+  e.flags = packet::ack_to_follows;
+  CHECK(owner.check(e).what == receive_streams::verdict::malformed);
+  packet f = to_vnode(7, 8);
+  set_ack_to(f, next);
+  CHECK(owner.check(f).what == receive_streams::verdict::malformed);
+  f.stream_seq = 10;
+  f.flags |= packet::handed_over;
+  CHECK(owner.check(f).what == receive_streams::verdict::malformed);
+  // A virtual node named for the acknowledgements (which would wait for its owner for good): malformed.
+  receive_streams bounded(stream_limits{.space_size = 1000});
+  packet g = to_vnode(7, 8);
+  g.stream_seq = 1;
+  set_ack_to(g, 700);
+  CHECK(bounded.check(g).what == receive_streams::verdict::malformed);
+  set_ack_to(g, 1000);
+  CHECK(bounded.check(g).what == receive_streams::verdict::deliver);
+}
+
+TEST_CASE("end-to-end: a next incarnation keeps an earlier one's packets under their numbers, and frees them on their acknowledgements") {
+  send_streams earlier;  // what the log's writer had numbered
+  packet a = to_vnode(7), b = to_vnode(7), c = to_vnode(9);
+  for (packet* p : {&a, &b, &c}) earlier.stamp(*p);
+  send_streams kept;  // the next incarnation's record of them
+  CHECK(kept.resume(b));
+  CHECK(kept.resume(a));  // in any order: kept by number
+  CHECK(kept.resume(c));
+  CHECK_FALSE(kept.resume(a));  // once
+  packet none = to_vnode(7);
+  CHECK_FALSE(kept.resume(none));  // unnumbered
+  const auto t0 = clock_type::now();
+  CHECK(kept.keep(a, t0) == 0);
+  CHECK(kept.keep(b, t0) == 0);
+  CHECK(kept.keep(c, t0) == 0);
+  CHECK(kept.streams() == 2);
+  CHECK(kept.on_ack(7, a.stream_seq) == packet::footprint_of(8));
+  auto due = kept.take_due(t0 + seconds(2));
+  REQUIRE(due.size() == 2);
+  CHECK(due[0].stream_seq == b.stream_seq);
+  CHECK(due[0].stream_prev == 0);
+  CHECK_FALSE(kept.on_ack(9, c.stream_seq + 1));  // beyond every number it was given
+  CHECK(kept.on_ack(9, c.stream_seq) == 0);       // c was out again: nothing kept to free
+  CHECK(kept.streams() == 1);
 }
 
 // The random run: one sender, four virtual nodes, three owners that pass them around (the stream states and

@@ -77,8 +77,11 @@ TEST_CASE("frame: data head round trip keeps every field, including 64-bit value
   CHECK(out.stream_seq == in.stream_seq);
   CHECK(out.stream_prev == in.stream_prev);
   CHECK(decode_data_head(std::span<const std::byte>(buf, data_head_bytes - 1), out) == frame_error::bad_payload);
+  buf[37] = std::byte{packet::handed_over | packet::ack_to_follows};
+  REQUIRE(decode_data_head(std::span<const std::byte>(buf, data_head_bytes), out) == frame_error::none);
+  CHECK(out.flags == (packet::handed_over | packet::ack_to_follows));
   // A flag no version defines closes the connection rather than being ignored.
-  buf[37] = std::byte{0x02};
+  buf[37] = std::byte{0x04};
   CHECK(decode_data_head(std::span<const std::byte>(buf, data_head_bytes), out) == frame_error::bad_payload);
 }
 

@@ -36,6 +36,26 @@ TEST_CASE("message_log: round trip keeps every message and its order") {
   }
 }
 
+TEST_CASE("message_log: a packet its writer numbered and kept is marked so, and its flags come back") {
+  phoenix::test::temp_dir dir;
+  const auto file = dir / "node.log";
+  std::vector<packet> in{make(7, 1, 10), make(8, 2, 20)};
+  in[0].numbered_here = true;
+  in[0].stream_seq = 12;
+  in[0].stream_prev = 11;
+  in[1].flags = packet::ack_to_follows;
+  REQUIRE(phoenix::write_message_log(file, in) == "");
+  std::vector<packet> out;
+  REQUIRE(phoenix::read_message_log(file, out) == "");
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].numbered_here);
+  CHECK(out[0].flags == 0);
+  CHECK(out[0].stream_seq == 12);
+  CHECK(out[0].stream_prev == 11);
+  CHECK_FALSE(out[1].numbered_here);
+  CHECK(out[1].flags == packet::ack_to_follows);
+}
+
 TEST_CASE("message_log: a truncated or foreign file is rejected, not half-read") {
   phoenix::test::temp_dir dir;
   const auto file = dir / "node.log";
