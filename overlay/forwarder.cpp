@@ -1,5 +1,7 @@
 #include "overlay/forwarder.hpp"
 
+#include <algorithm>
+
 #include "overlay/delivery/stream_codec.hpp"
 #include "overlay/log.hpp"
 
@@ -400,8 +402,15 @@ void forwarder::owners_found() {
   const auto now = std::chrono::steady_clock::now();
   bool hastened = false;
   for (auto it = ownerless_.begin(); it != ownerless_.end();) {
-    if (!routing_.is_local(*it) && !routing_.next_hop_for(*it)) {
+    const bool kept = sent_.has_stream(*it) || std::any_of(inherited_.begin(), inherited_.end(), [&](const auto& e) {
+                        return e.second.has_stream(*it);
+                      });
+    if (kept && !routing_.is_local(*it) && !routing_.next_hop_for(*it)) {
       ++it;
+      continue;
+    }
+    if (!kept) {  // acknowledged meanwhile (by an owner reached through a route that is gone again)
+      it = ownerless_.erase(it);
       continue;
     }
     sent_.hasten(*it, now);

@@ -91,14 +91,9 @@ std::optional<std::uint64_t> send_streams::on_ack(std::uint64_t vnode, std::uint
 std::vector<packet> send_streams::take_due(clock::time_point now) {
   std::vector<packet> due;
   for (auto& [vnode, s] : streams_) {
-    std::size_t upto = 0;  // the entries before it go: the last due one, and the kept ones its owner waits for
-    for (std::size_t i = 0; i < s.out.size(); ++i) {
-      if (s.out[i].kept && s.out[i].due <= now) upto = i + 1;
-    }
     std::uint64_t prev = 0;  // the entry before it, or 0: what went before was acknowledged meanwhile
-    for (std::size_t i = 0; i < upto; ++i) {
-      outstanding& o = s.out[i];
-      if (o.kept) {
+    for (auto& o : s.out) {
+      if (o.kept && o.due <= now) {
         bytes_kept_ -= o.kept->footprint();
         --packets_kept_;
         o.kept->stream_prev = prev;  // an owner that lost its state must not wait for what it acknowledged

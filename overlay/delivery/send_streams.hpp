@@ -47,9 +47,7 @@ class send_streams {
   // The owner of `vnode` delivered this node's packets to it up to `upto`. Returns the footprints of the kept
   // packets freed; nullopt if `upto` is a number this node never gave a packet to that virtual node.
   std::optional<std::uint64_t> on_ack(std::uint64_t vnode, std::uint64_t upto);
-  // Kept packets due to go out again; they come back through keep() when the first hop has them again. A due
-  // packet takes the kept packets before it in its stream along, due or not: its owner delivers it only after
-  // them, and one that backed off further (sent while the virtual node had no owner) would hold it back.
+  // Kept packets due to go out again; they come back through keep() when the first hop has them again.
   std::vector<packet> take_due(clock::time_point now);
   // `vnode` has an owner again, perhaps a new one: its kept packets are due by `at`, and back off from
   // resend_after again (what backed off while nobody assumed it must not keep the new owner waiting).
@@ -68,6 +66,7 @@ class send_streams {
   std::uint64_t bytes_kept() const { return bytes_kept_; }
   std::size_t packets_kept() const { return packets_kept_; }
   std::size_t streams() const { return streams_.size(); }  // virtual nodes with packets not acknowledged
+  bool has_stream(std::uint64_t vnode) const { return streams_.contains(vnode); }
   // How many of those streams' virtual nodes satisfy `pred`.
   template <class Pred>
   std::size_t count_streams(Pred pred) const {

@@ -113,35 +113,6 @@ TEST_CASE("end-to-end: a sender tells how long a packet it takes out waited, and
   CHECK(s.streams() == 1);
 }
 
-TEST_CASE("end-to-end: a packet due again takes the kept packets before it along, however far they backed off") {
-  send_streams s({seconds(2), seconds(60)});
-  const auto t0 = clock_type::now();
-  packet a = to_vnode(7, 8, 1);
-  s.stamp(a);
-  CHECK(s.keep(a, t0) == 0);
-  // Nobody assumes 7 for a while: a goes out and comes back twice, and waits 8 s now.
-  for (const auto at : {t0 + seconds(2), t0 + seconds(6)}) {
-    auto due = s.take_due(at);
-    REQUIRE(due.size() == 1);
-    CHECK(s.keep(std::move(due[0]), at) == 0);
-  }
-  CHECK(s.next_due() == t0 + seconds(14));
-  // 7 has an owner again (an adopter, which knows nothing of the stream); b is sent, and is due first.
-  packet b = to_vnode(7, 8, 2);
-  s.stamp(b);
-  CHECK(b.stream_prev == a.stream_seq);
-  CHECK(s.keep(b, t0 + seconds(7)) == 0);
-  auto due = s.take_due(t0 + seconds(9));
-  REQUIRE(due.size() == 2);
-  CHECK(due[0].stream_seq == a.stream_seq);
-  CHECK(due[0].stream_prev == 0);
-  CHECK(due[1].stream_prev == a.stream_seq);
-  receive_streams owner;
-  CHECK(arrive(owner, due[1]).empty());  // held for a
-  CHECK(arrive(owner, due[0]) == std::vector<std::int32_t>{1, 2});
-  CHECK(s.packets_kept() == 0);
-}
-
 TEST_CASE("end-to-end: a virtual node with an owner again has its kept packets due at once, backing off from the start") {
   send_streams s({seconds(2), seconds(60)});
   const auto t0 = clock_type::now();
