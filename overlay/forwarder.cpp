@@ -79,8 +79,7 @@ void forwarder::route_in_transit(packet p) {
 void forwarder::route(packet p) {
   // Acknowledgements go to resource names; one to a virtual node (a forged source) would wait for good. (An
   // application's packet with such a tag is numbered, and goes on to be dropped and counted at its owner.)
-  if ((p.tag == stream_ack_tag || p.tag == stream_ack_for_tag) && p.dest < config_.space_size &&
-      p.stream_seq == 0) {
+  if (is_stream_ack(p.tag) && p.dest < config_.space_size && p.stream_seq == 0) {
     account(-static_cast<std::int64_t>(p.footprint()));
     return;
   }
@@ -94,8 +93,7 @@ void forwarder::route(packet p) {
   const auto nh = routing_.next_hop_for(p.dest);
   // An acknowledgement that cannot go on is dropped, not held: its sender may be gone for good (or never was),
   // and a sender that still waits for it sends a copy, which is acknowledged again.
-  if (p.dest >= config_.space_size && (p.tag == stream_ack_tag || p.tag == stream_ack_for_tag) &&
-      (p.hops_left == 0 || !nh)) {
+  if (p.dest >= config_.space_size && is_stream_ack(p.tag) && (p.hops_left == 0 || !nh)) {
     account(-static_cast<std::int64_t>(p.footprint()));
     return;
   }
@@ -266,9 +264,8 @@ void forwarder::flush_acks() {
 }
 
 // One packet to the sender's resource name with everything owed to it (a packet of this node's own: it counts
-// against nothing an application reserved, like a forwarded one).
-// Acknowledgements of packets an earlier incarnation of the sender numbered go to the incarnation that keeps them
-// now, and say whose numbers they are.
+// against nothing an application reserved, like a forwarded one); or, for packets an earlier incarnation of the
+// sender numbered, to the incarnation that keeps them now, saying whose numbers they are.
 void forwarder::send_acks(node_id source) {
   const node_id to = received_.ack_to(source);
   const auto acks = received_.take_acks(source, std::chrono::steady_clock::now());
@@ -348,10 +345,10 @@ void forwarder::departed(std::vector<packet>& packets) {
 // armed nothing is looked at: a packet kept later is due later (next_due() walks every kept packet).
 void forwarder::arm_resend() {
   if (resend_at_) return;
-  auto due = sent_.next_due();
-  for (const auto& [name, own] : inherited_) {
+  std::optional<std::chrono::steady_clock::time_point> due;
+  for_each_own([&](send_streams& own) {
     if (const auto d = own.next_due(); d && (!due || *d < *due)) due = d;
-  }
+  });
   if (!due) return;
   resend_at_ = *due;
   resend_timer_.expires_at(*due);
@@ -359,10 +356,10 @@ void forwarder::arm_resend() {
     if (ec || resend_at_ != at) return;  // cancelled, or re-armed for an earlier time meanwhile
     resend_at_.reset();
     const auto now = std::chrono::steady_clock::now();
-    auto due_now = sent_.take_due(now);
-    for (auto& [name, own] : inherited_) {
+    std::vector<packet> due_now;
+    for_each_own([&](send_streams& own) {
       for (auto& p : own.take_due(now)) due_now.push_back(std::move(p));
-    }
+    });
     if (!due_now.empty()) {
       logger()->debug("{}: {} packets not acknowledged by their owners go out again", config_.name, due_now.size());
     }
@@ -402,32 +399,28 @@ void forwarder::owners_found() {
   const auto now = std::chrono::steady_clock::now();
   bool hastened = false;
   for (auto it = ownerless_.begin(); it != ownerless_.end();) {
-    const bool kept = sent_.has_stream(*it) || std::any_of(inherited_.begin(), inherited_.end(), [&](const auto& e) {
-                        return e.second.has_stream(*it);
-                      });
-    if (kept && !routing_.is_local(*it) && !routing_.next_hop_for(*it)) {
+    const std::uint64_t vnode = *it;
+    bool kept = false;  // else acknowledged meanwhile (by an owner reached through a route gone again)
+    for_each_own([&](send_streams& own) { kept = kept || own.has_stream(vnode); });
+    if (kept && !routing_.is_local(vnode) && !routing_.next_hop_for(vnode)) {
       ++it;
       continue;
     }
-    if (!kept) {  // acknowledged meanwhile (by an owner reached through a route that is gone again)
-      it = ownerless_.erase(it);
-      continue;
-    }
-    sent_.hasten(*it, now);
-    for (auto& [name, own] : inherited_) own.hasten(*it, now);
-    hastened = true;
+    if (kept) for_each_own([&](send_streams& own) { own.hasten(vnode, now); });
+    hastened = hastened || kept;
     it = ownerless_.erase(it);
   }
-  if (!hastened) return;
-  resend_at_.reset();
-  resend_timer_.cancel();
-  arm_resend();
+  if (hastened) rearm_resend();
 }
 
 void forwarder::send_all_again() {
   const auto by = std::chrono::steady_clock::now() + config_.end_to_end_resend;
-  sent_.hasten_all(by);
-  for (auto& [name, own] : inherited_) own.hasten_all(by);
+  for_each_own([&](send_streams& own) { own.hasten_all(by); });
+  rearm_resend();
+}
+
+// For a due time earlier than the one the timer waits for.
+void forwarder::rearm_resend() {
   resend_at_.reset();
   resend_timer_.cancel();
   arm_resend();
@@ -476,10 +469,10 @@ void forwarder::adopt_streams(const std::vector<stream_state>& states) {
 }
 
 std::vector<packet> forwarder::take_unacknowledged() {
-  auto all = sent_.take_all();
-  for (auto& [name, own] : inherited_) {
+  std::vector<packet> all;
+  for_each_own([&](send_streams& own) {
     for (auto& p : own.take_all()) all.push_back(std::move(p));
-  }
+  });
   std::erase_if(inherited_, [](const auto& e) { return e.second.streams() == 0; });
   for (const auto& p : all) account(-static_cast<std::int64_t>(p.footprint()));
   return all;
@@ -505,8 +498,8 @@ send_streams* forwarder::own_of(node_id source) {
 }
 
 std::size_t forwarder::count_unacknowledged(const std::function<bool(std::uint64_t)>& pred) const {
-  std::size_t n = sent_.count_streams(pred);
-  for (const auto& [name, own] : inherited_) n += own.count_streams(pred);
+  std::size_t n = 0;
+  for_each_own([&](const send_streams& own) { n += own.count_streams(pred); });
   return n;
 }
 

@@ -104,10 +104,22 @@ class forwarder {
   bool apply_acks(send_streams& own, const std::vector<stream_ack>& acks);
   void warn_bad_acks(const packet& p);
   send_streams* own_of(node_id source);  // the packets of `source` kept here: this node's, or an earlier one's
+  // f(send_streams&) on this node's and every earlier incarnation's.
+  template <class F>
+  void for_each_own(F f) {
+    f(sent_);
+    for (auto& [name, own] : inherited_) f(own);
+  }
+  template <class F>
+  void for_each_own(F f) const {
+    f(sent_);
+    for (const auto& [name, own] : inherited_) f(own);
+  }
   void owe_acks(node_id source, bool at_once);
   void send_acks(node_id source);
   void arm_resend();
   void owners_found();
+  void rearm_resend();
   void send_stranded();
 
   const overlay_config& config_;

@@ -167,8 +167,7 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
 
 std::size_t drop_runtime_records(std::vector<overlay::packet>& packets) {
   return std::erase_if(packets, [](const overlay::packet& p) {
-    return (p.tag < 0 && p.tag > first_service_tag) || p.tag == overlay::stream_ack_tag ||
-           p.tag == overlay::stream_ack_for_tag;
+    return (p.tag < 0 && p.tag > first_service_tag) || overlay::is_stream_ack(p.tag);
   });
 }
 

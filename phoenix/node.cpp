@@ -264,7 +264,7 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
     // for whoever assumes it next (its sender waits for an answer).
     if (p.tag == migration::protocol_tag && p.dest == resource_name_) continue;
     // Acknowledgements: the streams' state is logged instead, and the next incarnation acknowledges again.
-    if (p.tag == overlay::stream_ack_tag || p.tag == overlay::stream_ack_for_tag) continue;
+    if (overlay::is_stream_ack(p.tag)) continue;
     undelivered.push_back(std::move(p));
   }
   // What this node delivered of each stream: its next incarnation (or whoever reads the log) drops the copies

@@ -7,14 +7,14 @@
 namespace phoenix::overlay {
 
 receive_streams::result receive_streams::check(const packet& p) {
-  // Not numbered (a runtime packet to a virtual node, or a control message), or handed over by the previous
-  // owner, which delivered it already.
-  // Only a numbered packet names where its acknowledgement goes, and then in a body long enough for it.
-  // (A resource name, never a virtual node: an acknowledgement to one would wait for its owner.)
+  // Only a numbered packet names where its acknowledgement goes, in a body long enough for it, and a resource
+  // name, never a virtual node (an acknowledgement to one would wait for its owner).
   const auto ack_to = ack_to_of(p);
   if ((p.flags & packet::ack_to_follows) &&
       (!ack_to || *ack_to < limits_.space_size || p.stream_seq == 0 || (p.flags & packet::handed_over)))
     return {verdict::malformed};
+  // Not numbered (a runtime packet to a virtual node, or a control message), or handed over by the previous
+  // owner, which delivered it already.
   if (p.stream_seq == 0 || (p.flags & packet::handed_over)) return {verdict::deliver};
   if (p.stream_prev >= p.stream_seq) return {verdict::malformed};
   const key k{p.source, p.dest};

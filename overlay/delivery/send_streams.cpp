@@ -28,13 +28,14 @@ void send_streams::erase(std::unordered_map<std::uint64_t, stream>::iterator it)
   streams_.erase(it);
 }
 
+send_streams::stream& send_streams::find_or_add(std::uint64_t vnode) {
+  if (stream* found = find(vnode)) return *found;
+  last_vnode_ = vnode;
+  return *(last_ = &streams_[vnode]);
+}
+
 void send_streams::stamp(packet& p) {
-  stream* found = find(p.dest);
-  if (!found) {
-    last_vnode_ = p.dest;
-    found = last_ = &streams_[p.dest];
-  }
-  stream& s = *found;
+  stream& s = find_or_add(p.dest);
   p.stream_seq = next_seq_++;
   p.stream_prev = s.out.empty() ? 0 : s.out.back().seq;
   s.out.push_back(outstanding{p.stream_seq, std::nullopt, {}, {}});
@@ -42,12 +43,7 @@ void send_streams::stamp(packet& p) {
 
 bool send_streams::resume(const packet& p) {
   if (p.stream_seq == 0) return false;
-  stream* found = find(p.dest);
-  if (!found) {
-    last_vnode_ = p.dest;
-    found = last_ = &streams_[p.dest];
-  }
-  auto& out = found->out;
+  auto& out = find_or_add(p.dest).out;
   const auto at = std::lower_bound(out.begin(), out.end(), p.stream_seq,
                                    [](const outstanding& o, std::uint64_t s) { return o.seq < s; });
   if (at != out.end() && at->seq == p.stream_seq) return false;

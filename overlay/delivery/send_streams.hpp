@@ -95,6 +95,7 @@ class send_streams {
   std::uint64_t last_vnode_ = 0;
   stream* last_ = nullptr;
   stream* find(std::uint64_t vnode);
+  stream& find_or_add(std::uint64_t vnode);
   static void hasten(stream& s, clock::time_point at);
   void erase(std::unordered_map<std::uint64_t, stream>::iterator it);
   std::uint64_t bytes_kept_ = 0;

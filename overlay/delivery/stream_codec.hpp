@@ -22,6 +22,7 @@ inline constexpr std::int32_t stream_ack_tag = -8;
 // Acknowledgements of packets an earlier incarnation numbered, to the one that keeps them now (packet::
 // ack_to_follows): a u64 source, the earlier incarnation's resource name, then the records of encode_acks.
 inline constexpr std::int32_t stream_ack_for_tag = -9;
+inline constexpr bool is_stream_ack(std::int32_t tag) { return tag == stream_ack_tag || tag == stream_ack_for_tag; }
 
 Bytes encode_acks(std::span<const stream_ack> acks);  // records of u64 vnode, u64 upto
 std::optional<std::vector<stream_ack>> decode_acks(std::span<const std::byte> body);
