@@ -15,11 +15,13 @@ namespace {
 
 constexpr char magic_messages[9] = "PHXLOG01";  // earlier versions: messages only
 constexpr char magic_with_state[9] = "PHXLOG02";  // earlier versions: intervals and their state first
-constexpr char magic[9] = "PHXLOG03";
+constexpr char magic_with_streams[9] = "PHXLOG03";  // earlier versions: no losses
+constexpr char magic[9] = "PHXLOG04";
 constexpr char trailer[9] = "PHXEND01";
 constexpr std::size_t old_record_head_bytes = 32;
 constexpr std::size_t record_head_bytes = 48;
 constexpr std::size_t stream_record_bytes = 24;
+constexpr std::size_t loss_record_bytes = 32;
 // A record's flags: the packet flags, and this bit for a packet its writer numbered and kept (a next incarnation
 // keeps it again: overlay::forwarder::route_logged).
 constexpr std::uint32_t kept_by_writer = 0x100;
@@ -38,7 +40,8 @@ void write_u64(std::ofstream& out, std::uint64_t v) {
 
 std::string write_message_log(const std::filesystem::path& file, const std::vector<overlay::packet>& packets,
                               const std::vector<suspended_interval>& intervals,
-                              const std::vector<overlay::stream_state>& streams) {
+                              const std::vector<overlay::stream_state>& streams,
+                              const std::vector<logged_loss>& losses) {
   auto tmp = file;
   tmp += ".tmp";
   {
@@ -57,6 +60,13 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
       write_u64(out, st.source);
       write_u64(out, st.vnode);
       write_u64(out, st.last);
+    }
+    write_u64(out, losses.size());
+    for (const auto& l : losses) {
+      write_u64(out, l.owner);
+      write_u64(out, l.span.lo);
+      write_u64(out, l.span.hi);
+      write_u64(out, l.given ? 1 : 0);
     }
     std::byte head[record_head_bytes];
     for (const auto& p : packets) {
@@ -83,7 +93,7 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
 
 std::string read_message_log(const std::filesystem::path& file, std::vector<overlay::packet>& out,
                              std::vector<suspended_interval>* intervals,
-                             std::vector<overlay::stream_state>* streams) {
+                             std::vector<overlay::stream_state>* streams, std::vector<logged_loss>* losses) {
   // A FIFO or device would block or read without end, and file_size() below throws on them.
   std::error_code ec;
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
@@ -92,7 +102,8 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
   if (!in) return io_error(file, "cannot open");
   char m[8];
   if (!in.read(m, 8)) return file.string() + ": not a phoenix message log";
-  const bool current = std::memcmp(m, magic, 8) == 0;
+  const bool with_losses = std::memcmp(m, magic, 8) == 0;
+  const bool current = with_losses || std::memcmp(m, magic_with_streams, 8) == 0;  // the record layout
   const bool with_state = current || std::memcmp(m, magic_with_state, 8) == 0;
   if (!with_state && std::memcmp(m, magic_messages, 8) != 0) return file.string() + ": not a phoenix message log";
   const auto size = std::filesystem::file_size(file, ec);
@@ -125,6 +136,20 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
       if (!in.read(reinterpret_cast<char*>(head), stream_record_bytes)) return file.string() + ": truncated streams";
       delivered.push_back({base::load_le<std::uint64_t>(head), base::load_le<std::uint64_t>(head + 8),
                            base::load_le<std::uint64_t>(head + 16)});
+    }
+  }
+  std::vector<logged_loss> lost;
+  if (with_losses) {
+    if (!in.read(reinterpret_cast<char*>(head), 8)) return file.string() + ": truncated losses";
+    const auto n = base::load_le<std::uint64_t>(head);
+    if (n > max_logged_losses) return file.string() + ": more lost intervals than a node keeps";
+    for (std::uint64_t k = 0; k < n; ++k) {
+      if (!in.read(reinterpret_cast<char*>(head), loss_record_bytes)) return file.string() + ": truncated losses";
+      const auto kind = base::load_le<std::uint64_t>(head + 24);
+      logged_loss l{base::load_le<std::uint64_t>(head),
+                    {base::load_le<std::uint64_t>(head + 8), base::load_le<std::uint64_t>(head + 16)}, kind == 1};
+      if (l.span.empty() || kind > 1) return file.string() + ": malformed lost interval";
+      lost.push_back(l);
     }
   }
   const std::size_t head_bytes = current ? record_head_bytes : old_record_head_bytes;
@@ -162,6 +187,7 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
   for (auto& p : packets) out.push_back(std::move(p));
   if (intervals) *intervals = std::move(states);
   if (streams) *streams = std::move(delivered);
+  if (losses) *losses = std::move(lost);
   return "";
 }
 

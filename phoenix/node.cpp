@@ -140,8 +140,10 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   std::vector<overlay::packet> logged;
   std::vector<suspended_interval> restore;
   std::vector<overlay::stream_state> streams;
+  std::vector<logged_loss> losses;
   if (log_in && *log_in) {
-    if (auto err = read_message_log(log_in, logged, &restore, &streams); !err.empty()) return fail(PH_EIO, err);
+    if (auto err = read_message_log(log_in, logged, &restore, &streams, &losses); !err.empty())
+      return fail(PH_EIO, err);
     if (const auto dropped = drop_runtime_records(logged))
       logger()->warn("{}: {} ignored {} records of the runtime's own protocols (control, migration)",
                      config_.name, log_in, dropped);
@@ -196,6 +198,7 @@ std::error_code Node::Impl::initialize(std::string_view port, const char* log_in
   }
   overlay_->adopt_streams(streams);
   for (auto& p : logged) overlay_->route_logged(std::move(p));
+  restore_logged_losses(losses);
   if (config_.orphan_policy == "adopt") adoption_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   lease_timer_ = std::make_unique<asio::steady_timer>(progress_->io());
   restore_ = std::move(restore);
@@ -270,6 +273,8 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   // What this node delivered of each stream: its next incarnation (or whoever reads the log) drops the copies
   // its senders may still send (docs/overlay.md, "End-to-end delivery").
   const auto streams = overlay_->take_all_streams(undelivered);
+  // What only this node knew was lost on its way: written with the rest, else lost with this incarnation.
+  const auto losses = log_out && *log_out ? losses_for_log() : std::vector<logged_loss>{};
   migration_.reset();
   adoption_timer_.reset();
   lease_timer_.reset();
@@ -277,7 +282,7 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   progress_.reset();
   std::error_code result;
   if (log_out && *log_out) {
-    if (auto err = write_message_log(log_out, undelivered, state, streams); !err.empty())
+    if (auto err = write_message_log(log_out, undelivered, state, streams, losses); !err.empty())
       result = fail(PH_EIO, err);
   } else if (!undelivered.empty()) {
     logger()->warn("{}: {} undelivered messages discarded: no log file given to finalize", config_.name,

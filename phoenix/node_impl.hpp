@@ -152,7 +152,7 @@ class Node::Impl {
   // max_given_lost, the oldest dropped first; an entry goes once no orphaned interval overlaps it, or with the
   // interval next to it. Holding the token, as every member below.
   std::vector<Interval> given_lost_;
-  static constexpr std::size_t max_given_lost = 64;
+  static constexpr std::size_t max_given_lost = max_logged_losses;
   bool adopt_given_lost(clock::time_point deadline);  // a leaver that gave all it had: assumes something again?
   void note_given_lost(Interval s);
   void forget_given_lost(const std::function<bool(const Interval&)>& gone);
@@ -162,6 +162,10 @@ class Node::Impl {
   std::vector<handed_loss> hand_over_losses(Interval s);  // given_lost_ next to s, which leaves with it
   void take_handed_losses(Interval s, const std::vector<handed_loss>& losses, std::size_t skipped);
   void record_handed_losses();  // those whose taker is unreachable from here now, too
+  // For a log (finalize, suspend): what this node alone knows was lost on its way, to whom, and what those
+  // takers held; the next incarnation that reads the log takes it up (restore_logged_losses).
+  std::vector<logged_loss> losses_for_log() const;
+  void restore_logged_losses(const std::vector<logged_loss>& losses);
   // What went with an interval on its way (restored should its taker crash), and what came with one and waits
   // for its taker to be unreachable from here too.
   std::vector<std::pair<Interval, std::vector<handed_loss>>> handed_out_;

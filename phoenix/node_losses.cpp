@@ -105,6 +105,71 @@ void Node::Impl::take_handed_losses(Interval s, const std::vector<handed_loss>& 
   record_handed_losses();
 }
 
+// The records of the takers of given_lost_ and handed_in_, whole: the part this node gave (given), and what the
+// taker held besides, which a node that joins later hears of from nobody (a record is made only where the
+// owner was seen reachable).
+std::vector<logged_loss> Node::Impl::losses_for_log() const {
+  std::vector<logged_loss> out;
+  const auto add = [&](logged_loss l) {
+    if (out.size() < max_logged_losses && std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
+  };
+  const auto records = overlay_->orphaned(true);
+  for (const auto& l : records) {
+    bool taker = false;
+    for (const auto& i : l.intervals)
+      for (const auto& g : given_lost_) {
+        const Interval part{std::max(g.lo, i.lo), std::min(g.hi, i.hi)};
+        if (part.lo < part.hi) {
+          add({l.source, part, true});
+          taker = true;
+        }
+      }
+    if (!taker) continue;
+    for (const auto& i : l.intervals)  // the rest: the record less the parts given
+      for (auto lo = i.lo; lo < i.hi;) {
+        auto hi = i.hi;
+        bool inside = false;
+        for (const auto& g : given_lost_) {
+          if (g.lo <= lo && lo < g.hi) {
+            lo = std::min(g.hi, i.hi);
+            inside = true;
+            break;
+          }
+          if (lo < g.lo && g.lo < hi) hi = g.lo;
+        }
+        if (inside) continue;
+        add({l.source, {lo, hi}, false});
+        lo = hi;
+      }
+  }
+  for (const auto& h : handed_in_) add({h.loss.taker, h.loss.span, true});
+  return out;
+}
+
+// Given parts are taken up as losses that come with an interval: the writer's word on when the taker was lost
+// counts for nothing here, and a taker unreachable from this new incarnation (none is reachable yet) is recorded
+// as lost now. What the taker held besides goes into its record, as if this node had seen it go.
+void Node::Impl::restore_logged_losses(const std::vector<logged_loss>& losses) {
+  std::size_t skipped = 0;
+  const auto now = clock::now();
+  for (const auto& l : losses) {
+    if (l.span.empty() || l.span.hi > config_.space_size || l.owner == resource_name_) {
+      ++skipped;
+    } else if (l.given) {
+      if (handed_in_.size() == max_given_lost) handed_in_.erase(handed_in_.begin());
+      handed_in_.push_back({{l.owner, l.span}, now});
+    } else {
+      overlay_->note_lost_owner(l.owner, l.span);
+    }
+  }
+  if (skipped > 0)
+    logger()->warn("{}: {} lost intervals in the log are empty or past L; ignored", config_.name, skipped);
+  if (losses.size() > skipped)
+    logger()->info("{}: the log names {} intervals of owners that crashed; reported orphaned", config_.name,
+                   losses.size() - skipped);
+  record_handed_losses();
+}
+
 // A loss that came with an interval is recorded once its taker is unreachable from here too, as if it had been
 // lost just now: how long ago it was lost is not the giver's to say.
 void Node::Impl::record_handed_losses() {

@@ -412,33 +412,53 @@ void route_table::expire(time_point now) {
 // ---------------------------------------------------------------------------------------------------------
 // Owners that went away
 
-void route_table::note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now) {
+void route_table::note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
+                            std::vector<route_interval> given) {
   drop_lost(source);
   if (intervals.size() > params_.max_held_intervals) return;
   while (!lost_.empty() &&
          (lost_.size() >= params_.max_sources || lost_intervals_ + intervals.size() > params_.max_held_intervals))
     drop_lost(lost_by_age_.begin()->second);
-  lost_[source] = lost_owner{source, intervals, now};
+  lost_[source] = lost_owner{source, intervals, now, common(intervals, normalised(std::move(given)))};
   lost_by_age_.emplace(now, source);
   lost_intervals_ += intervals.size();
 }
 
 void route_table::note_lost_in_transit(node_id taker, route_interval given, time_point since) {
   if (taker == self_ || given.empty() || is_reachable(taker)) return;
-  std::vector<route_interval> all{given};
+  std::vector<route_interval> all{given}, gave{given};
   if (const auto it = lost_.find(taker); it != lost_.end()) {
     all.insert(all.end(), it->second.intervals.begin(), it->second.intervals.end());
+    gave.insert(gave.end(), it->second.given.begin(), it->second.given.end());
     since = std::min(since, it->second.since);
   }
-  note_lost(taker, normalised(std::move(all)), since);
+  note_lost(taker, normalised(std::move(all)), since, std::move(gave));
+}
+
+void route_table::note_lost_owner(node_id source, route_interval held, time_point since) {
+  if (source == self_ || held.empty() || is_reachable(source)) return;
+  std::vector<route_interval> all{held}, gave;
+  if (const auto it = lost_.find(source); it != lost_.end()) {
+    all.insert(all.end(), it->second.intervals.begin(), it->second.intervals.end());
+    gave = it->second.given;
+    since = std::min(since, it->second.since);
+  }
+  note_lost(source, normalised(std::move(all)), since, std::move(gave));
 }
 
 // Newer news of a lost source: its record keeps only what that news names too (a record never grows: what
-// it lost was adopted or given away for good).
+// it lost was adopted or given away for good), and what this node gave it, which no news can name; news that
+// names nothing (a withdrawal: it was alive, and left) ends the record.
 void route_table::shrink_lost(node_id source, const std::vector<route_interval>& intervals) {
   const auto it = lost_.find(source);
   if (it == lost_.end()) return;
-  auto left = common(it->second.intervals, intervals);
+  if (intervals.empty()) return drop_lost(source);
+  it->second.given = common(it->second.given, it->second.intervals);
+  auto left = normalised([&] {
+    auto both = common(it->second.intervals, intervals);
+    both.insert(both.end(), it->second.given.begin(), it->second.given.end());
+    return both;
+  }());
   if (left.empty()) return drop_lost(source);
   lost_intervals_ = lost_intervals_ - it->second.intervals.size() + left.size();
   it->second.intervals = std::move(left);
@@ -476,7 +496,7 @@ std::vector<route_table::lost_owner> route_table::lost_owners(time_point now, st
     const auto since = std::max(record.since, alone_at_);
     if (now - since < after) continue;
     auto left = unowned(record.intervals);
-    if (!left.empty()) out.push_back(lost_owner{source, std::move(left), since});
+    if (!left.empty()) out.push_back(lost_owner{source, std::move(left), since, {}});
   }
   return out;
 }

@@ -212,6 +212,9 @@ class route_table {
     node_id source = 0;
     std::vector<route_interval> intervals;  // those that no reachable source (nor this node) owned since
     time_point since{};                     // when it became unreachable
+    // What this node gave it and nobody heard it assume (note_lost_in_transit): news of the source cannot
+    // name that, so news that names less keeps it (shrink_lost); a withdrawal ends it with the rest.
+    std::vector<route_interval> given;
   };
   // The records at least `after` old with some interval still nobody's, by source. Their age counts from the
   // later of the loss and the last instant this node had no neighbour at all: a node whose links all broke lost
@@ -223,6 +226,10 @@ class route_table {
   // the interval: recorded as the taker's, like what it advertised (only the giver knows it left). Nothing if
   // the taker is reachable, or is this node.
   void note_lost_in_transit(node_id taker, route_interval given, time_point since);
+  // What another node knew `source` held when it was lost, as a record of this node's own (a next incarnation
+  // reading its predecessor's log: phoenix/message_log.hpp): merged with the record, if there is one; nothing
+  // if the source is reachable, or is this node. News of the source shrinks it as it shrinks any record.
+  void note_lost_owner(node_id source, route_interval held, time_point since);
 
   // --- introspection (for the shell/tests) ---
   struct route_view {
@@ -338,7 +345,8 @@ class route_table {
   void drop_route(node_id source, source_state& s, node_id neighbour);
   void finish_mutation();
   void rebuild_owner_index() const;
-  void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now);
+  void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
+                 std::vector<route_interval> given = {});
   void shrink_lost(node_id source, const std::vector<route_interval>& intervals);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;

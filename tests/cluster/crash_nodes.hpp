@@ -39,6 +39,23 @@ inline bool sees_interval(phoenix::Node& node, phoenix::Interval s) {
   return false;
 }
 
+// A child's last steps: reports `line`, waits until the test stops it, finalizes. Returns its exit status.
+inline int report_then_finalize(phoenix::Node& node, const phoenix::launch::ChildPipes& pipes,
+                                const std::string& line) {
+  phoenix::launch::report_line(pipes.report_fd, line);
+  while (!phoenix::launch::stop_requested(pipes.control_fd, std::chrono::milliseconds(50))) {
+  }
+  node.finalize();
+  return 0;
+}
+
+// "ASSUMES [lo, hi) ...": what the node assumes.
+inline std::string assumes_line(phoenix::Node& node) {
+  std::string line = "ASSUMES";
+  for (const auto& i : node.assumed()) line += " [" + std::to_string(i.lo) + ", " + std::to_string(i.hi) + ")";
+  return line;
+}
+
 // A child process's function, made once the first child reported its address.
 using child_body = std::function<int(const phoenix::launch::ChildPipes&)>;
 struct later_child {

@@ -74,11 +74,7 @@ int run_taker(const std::string& key, const std::string& peer, pid_t giver, cons
   const auto until = Clock::now() + 3s;
   while (got < messages && Clock::now() < until)
     if (node.recv_for(tag_waiting, 50ms)) ++got;
-  phoenix::launch::report_line(pipes.report_fd, "GOT " + std::to_string(got));
-  while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) {
-  }
-  node.finalize();
-  return 0;
+  return phoenix::test::crash::report_then_finalize(node, pipes, "GOT " + std::to_string(got));
 }
 
 std::string giver_killed_after_give() {

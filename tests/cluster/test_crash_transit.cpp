@@ -56,13 +56,7 @@ int run_taker(const std::string& key, const std::string& peer, const ChildPipes&
   if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume(first)) return 1;
   const auto deadline = Clock::now() + 40s;
   while (node.assumed() != std::vector<Interval>{{0, L}} && Clock::now() < deadline) (void)node.recv_for(1, 20ms);
-  std::string line = "ASSUMES";
-  for (const auto& i : node.assumed()) line += " [" + std::to_string(i.lo) + ", " + std::to_string(i.hi) + ")";
-  phoenix::launch::report_line(pipes.report_fd, line);
-  while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) {
-  }
-  node.finalize();
-  return 0;
+  return phoenix::test::crash::report_then_finalize(node, pipes, phoenix::test::crash::assumes_line(node));
 }
 
 std::string taker_after_giver_crash() {
@@ -128,6 +122,70 @@ std::string above_after_both_crash() {
       "ASSUMES");
 }
 
+// The node above: assumes [700, L) and relays between the others, which dial it.
+int run_above(const std::string& key, const ChildPipes& pipes) {
+  auto config = member_config("above", key, "adopt");
+  config.orphan_after_ms = 1000;
+  phoenix::Node node(config);
+  if (node.initialize("tcp://127.0.0.1:0") || node.assume({700, L})) return 1;
+  phoenix::launch::report_line(pipes.report_fd, "PORT " + node.local_port());
+  while (!phoenix::launch::stop_requested(pipes.control_fd, 50ms)) (void)node.poll();
+  node.finalize();
+  return 0;
+}
+
+// The middle again: gives [300, 400) to the node below, which dies as the state arrives; once it reports the
+// interval orphaned it suspends with [400, 700), and its next incarnation resumes from the log. Only the log
+// can tell that incarnation of [300, 400): nobody else heard the node below assume it. The first incarnation
+// does not adopt (orphan_policy wait), so that it suspends knowing the loss whatever the timing; the next one
+// does, and reports what it assumes once that is [0, 700), or at its deadline.
+int run_suspender(const std::string& key, const std::string& peer, const ChildPipes& pipes,
+                  const std::string& log) {
+  auto config = member_config("middle", key, "wait");
+  config.orphan_after_ms = 1000;
+  const auto pack = [](Interval) -> std::optional<phoenix::Bytes> { return phoenix::Bytes(8); };
+  const auto unpack = [](Interval, std::span<const std::byte>) { return true; };
+  const auto deadline = Clock::now() + 50s;
+  {
+    phoenix::Node node(config);
+    if (node.initialize("tcp://127.0.0.1:0") || node.add_port(peer) || node.assume({300, 700}) ||
+        node.set_state_handlers(pack, unpack))
+      return 1;
+    while (!(sees_interval(node, {0, 300}) && sees_interval(node, {700, L})) && Clock::now() < deadline)
+      (void)node.poll();
+    (void)node.migrate(phoenix::Node::MigrationAction::give, phoenix::Node::Side::below, 100, 10s);
+    const auto reported = [&] {
+      for (const auto& o : node.orphaned())  // the node below's record: [0, 300) and [300, 400)
+        if (o.span.lo <= 300 && o.span.hi >= 400) return true;
+      return false;
+    };
+    while (!(reported() && node.assumed() == std::vector<Interval>{{400, 700}}) && Clock::now() < deadline)
+      (void)node.poll();
+    if (const auto ec = node.suspend(log.c_str())) return 1;
+  }
+  config.orphan_policy = "adopt";
+  phoenix::Node next(config);
+  if (next.initialize("tcp://127.0.0.1:0", log.c_str()) || next.add_port(peer) ||
+      next.set_state_handlers(pack, unpack))
+    return 1;
+  while (next.assumed() != std::vector<Interval>{{0, 700}} && Clock::now() < deadline) (void)next.recv_for(1, 20ms);
+  return phoenix::test::crash::report_then_finalize(next, pipes, phoenix::test::crash::assumes_line(next));
+}
+
+std::string resumed_after_suspend() {
+  phoenix::test::temp_dir dir;
+  const std::string key = dir.make_key();
+  const std::string log = (dir / "middle.log").string();
+  using phoenix::test::crash::child_body;
+  return phoenix::test::crash::first_then_later(
+      "above", [&](const ChildPipes& p) { return run_above(key, p); },
+      {{"below", [&](const std::string& port) -> child_body { return [&, port](const ChildPipes&) { return run_below(key, port); }; }},
+       {"middle", [&](const std::string& port) -> child_body {
+          return [&, port](const ChildPipes& p) { return run_suspender(key, port, p, log); };
+        }}},
+      "ASSUMES");
+}
+
 }  // namespace crash_transit
 
 TEST_CASE("crash: a giver SIGKILLed after it released an interval and before its taker assumed it leaves the interval reported and adopted") {
@@ -136,4 +194,8 @@ TEST_CASE("crash: a giver SIGKILLed after it released an interval and before its
 
 TEST_CASE("crash: a giver whose taker crashed, and which alone knew the interval lost on its way, crashes after giving all it had: the interval is adopted all the same") {
   CHECK(crash_transit::above_after_both_crash() == "ASSUMES [0, 1000)");
+}
+
+TEST_CASE("crash: a giver whose taker crashed, and which alone knew the interval lost on its way, suspends: its next incarnation learns it from the log and adopts it") {
+  CHECK(crash_transit::resumed_after_suspend() == "ASSUMES [0, 700)");
 }

@@ -101,3 +101,29 @@ TEST_CASE("message_log: a device or FIFO is rejected at once, not read") {
   CHECK(err.find("/dev/zero: not a regular file") != std::string::npos);
   CHECK(out.empty());
 }
+
+TEST_CASE("message_log: what the writer alone knew of an owner that crashed comes back, and a malformed record rejects the log") {
+  phoenix::test::temp_dir dir;
+  const auto file = dir / "node.log";
+  const std::vector<phoenix::logged_loss> losses{{0xabcdull, {300, 400}, true}, {0xabcdull, {0, 300}, false}};
+  REQUIRE(phoenix::write_message_log(file, {make(7, 3, 10)}, {}, {}, losses) == "");
+  std::vector<packet> out;
+  std::vector<phoenix::logged_loss> back;
+  REQUIRE(phoenix::read_message_log(file, out, nullptr, nullptr, &back) == "");
+  CHECK(back == losses);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].dest == 7);
+
+  // An empty interval (lo == hi) where the first loss's hi is: 8 magic, 8 + 0 intervals, 8 + 0 streams, 8 count,
+  // then owner, lo, hi, kind.
+  {
+    std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(8 + 8 + 8 + 8 + 16);
+    const unsigned char lo300[8] = {0x2c, 0x01, 0, 0, 0, 0, 0, 0};
+    f.write(reinterpret_cast<const char*>(lo300), 8);
+  }
+  back.clear();
+  CHECK(phoenix::read_message_log(file, out, nullptr, nullptr, &back).find("malformed lost interval") !=
+        std::string::npos);
+  CHECK(back.empty());
+}
