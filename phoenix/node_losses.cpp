@@ -7,6 +7,7 @@
 // away without leaving". Everything here holds the progress token.
 #include <algorithm>
 
+#include "base/interval_set.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/node_impl.hpp"
 
@@ -113,34 +114,18 @@ std::vector<logged_loss> Node::Impl::losses_for_log() const {
   const auto add = [&](logged_loss l) {
     if (out.size() < max_logged_losses && std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
   };
-  const auto records = overlay_->orphaned(true);
-  for (const auto& l : records) {
+  for (const auto& l : overlay_->orphaned(true)) {
+    base::interval_set rest;  // the record less the parts given
+    for (const auto& i : l.intervals) rest.add(i);
     bool taker = false;
-    for (const auto& i : l.intervals)
-      for (const auto& g : given_lost_) {
-        const Interval part{std::max(g.lo, i.lo), std::min(g.hi, i.hi)};
-        if (part.lo < part.hi) {
-          add({l.source, part, true});
-          taker = true;
-        }
+    for (const auto& g : given_lost_)
+      for (const auto& part : rest.intersection(g).intervals()) {
+        add({l.source, part, true});
+        rest.remove(part);
+        taker = true;
       }
-    if (!taker) continue;
-    for (const auto& i : l.intervals)  // the rest: the record less the parts given
-      for (auto lo = i.lo; lo < i.hi;) {
-        auto hi = i.hi;
-        bool inside = false;
-        for (const auto& g : given_lost_) {
-          if (g.lo <= lo && lo < g.hi) {
-            lo = std::min(g.hi, i.hi);
-            inside = true;
-            break;
-          }
-          if (lo < g.lo && g.lo < hi) hi = g.lo;
-        }
-        if (inside) continue;
-        add({l.source, {lo, hi}, false});
-        lo = hi;
-      }
+    if (taker)
+      for (const auto& i : rest.intervals()) add({l.source, i, false});
   }
   for (const auto& h : handed_in_) add({h.loss.taker, h.loss.span, true});
   return out;

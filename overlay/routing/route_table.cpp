@@ -425,25 +425,24 @@ void route_table::note_lost(node_id source, const std::vector<route_interval>& i
 }
 
 void route_table::note_lost_in_transit(node_id taker, route_interval given, time_point since) {
-  if (taker == self_ || given.empty() || is_reachable(taker)) return;
-  std::vector<route_interval> all{given}, gave{given};
-  if (const auto it = lost_.find(taker); it != lost_.end()) {
-    all.insert(all.end(), it->second.intervals.begin(), it->second.intervals.end());
-    gave.insert(gave.end(), it->second.given.begin(), it->second.given.end());
-    since = std::min(since, it->second.since);
-  }
-  note_lost(taker, normalised(std::move(all)), since, std::move(gave));
+  merge_lost(taker, given, since, true);
 }
 
 void route_table::note_lost_owner(node_id source, route_interval held, time_point since) {
-  if (source == self_ || held.empty() || is_reachable(source)) return;
-  std::vector<route_interval> all{held}, gave;
+  merge_lost(source, held, since, false);
+}
+
+// One more interval in source's record (made if there is none), given by this node or held by the source.
+void route_table::merge_lost(node_id source, route_interval i, time_point since, bool given_here) {
+  if (source == self_ || i.empty() || is_reachable(source)) return;
+  std::vector<route_interval> all{i}, given;
+  if (given_here) given.push_back(i);
   if (const auto it = lost_.find(source); it != lost_.end()) {
     all.insert(all.end(), it->second.intervals.begin(), it->second.intervals.end());
-    gave = it->second.given;
+    given.insert(given.end(), it->second.given.begin(), it->second.given.end());
     since = std::min(since, it->second.since);
   }
-  note_lost(source, normalised(std::move(all)), since, std::move(gave));
+  note_lost(source, normalised(std::move(all)), since, std::move(given));
 }
 
 // Newer news of a lost source: its record keeps only what that news names too (a record never grows: what

@@ -347,6 +347,7 @@ class route_table {
   void rebuild_owner_index() const;
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
                  std::vector<route_interval> given = {});
+  void merge_lost(node_id source, route_interval i, time_point since, bool given_here);
   void shrink_lost(node_id source, const std::vector<route_interval>& intervals);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
