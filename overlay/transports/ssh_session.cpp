@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 
 #include "overlay/log.hpp"
 #include "overlay/transports/ssh_known_hosts.hpp"
+#include "overlay/transports/tcp_connect.hpp"
 
 namespace phoenix::overlay {
 
@@ -101,13 +103,17 @@ void ssh_session::start() {
       [this, self = shared_from_this()](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
         if (phase_ != phase::connecting) return;
         if (ec) return fail({"cannot resolve SSH gateway " + gateway_ + ": " + ec.message()});
-        asio::async_connect(socket_, results,
-                            [this, self](std::error_code cec, const asio::ip::tcp::endpoint&) {
-                              if (phase_ != phase::connecting) return;
-                              if (cec)
-                                return fail({"cannot connect to SSH gateway " + name_ + ": " + cec.message()});
-                              on_connected();
-                            });
+        // Each address of the gateway gets part of the setup time (tcp_connect.hpp).
+        std::vector<asio::ip::tcp::endpoint> endpoints(results.begin(), results.end());
+        const auto each = std::chrono::duration_cast<std::chrono::milliseconds>(options_.setup_timeout) /
+                          std::max<std::size_t>(1, std::min(endpoints.size(), max_connect_addresses));
+        connect_first(io_, std::move(endpoints), each,
+                      [this, self](std::optional<asio::ip::tcp::socket> s, const std::string& why) {
+                        if (phase_ != phase::connecting) return;
+                        if (!s) return fail({"cannot connect to SSH gateway " + name_ + ": " + why});
+                        socket_ = std::move(*s);
+                        on_connected();
+                      });
       });
 }
 

@@ -2,6 +2,7 @@
 #include "overlay/transports/transport.hpp"
 
 #include "overlay/transports/ssh_connection.hpp"
+#include "overlay/transports/tcp_connect.hpp"
 
 namespace phoenix::overlay {
 
@@ -13,31 +14,14 @@ void tcp_transport::dial(const address& target, const std::string& text, dial_ha
                                                       asio::ip::tcp::resolver::results_type results) mutable {
         if (ec == asio::error::operation_aborted) return;
         if (ec) return done(nullptr, {"cannot resolve: " + ec.message()});
-        auto socket = std::make_shared<asio::ip::tcp::socket>(c_.io);
-        // An address that drops SYNs (a firewall, a host that is down, a listener whose queue is full) would
-        // hold the connect for the kernel's SYN retries, about two minutes, and the redials with it: it gets
-        // the handshake's time, like the handshake after it.
-        auto timer = std::make_shared<asio::steady_timer>(c_.io);
-        auto timed_out = std::make_shared<bool>(false);
-        timer->expires_after(c_.params.handshake_timeout);
-        timer->async_wait([socket, timed_out](std::error_code tec) {
-          if (tec) return;
-          *timed_out = true;
-          std::error_code ignored;
-          socket->close(ignored);
-        });
-        asio::async_connect(*socket, results,
-                            [this, text, done = std::move(done), socket, timer, timed_out](
-                                std::error_code cec, const asio::ip::tcp::endpoint&) {
-                              timer->cancel();
-                              if (*timed_out)
-                                return done(nullptr, {"cannot connect: no answer within " +
-                                                      std::to_string(c_.params.handshake_timeout.count()) +
-                                                      " ms"});
-                              if (cec == asio::error::operation_aborted) return;
-                              if (cec) return done(nullptr, {"cannot connect: " + cec.message()});
-                              done(make_connection(true, text, std::move(*socket)), {});
-                            });
+        std::vector<asio::ip::tcp::endpoint> endpoints(results.begin(), results.end());
+        // Each address gets the handshake's time, like the handshake after it (tcp_connect.hpp).
+        connect_first(c_.io, std::move(endpoints), c_.params.handshake_timeout,
+                      [this, text, done = std::move(done)](std::optional<asio::ip::tcp::socket> s,
+                                                           const std::string& why) {
+                        if (!s) return done(nullptr, {"cannot connect: " + why});
+                        done(make_connection(true, text, std::move(*s)), {});
+                      });
       });
 }
 

@@ -1,5 +1,5 @@
 // The tcp transport's dial on 127.0.0.1: an address that never answers fails within the handshake timeout
-// instead of holding the dial for the kernel's SYN retries.
+// instead of holding the dial for the kernel's SYN retries, and the next address of the name is tried.
 #include <doctest/doctest.h>
 
 #include <sys/socket.h>
@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "overlay/transports/tcp_connect.hpp"
 #include "overlay/transports/transport.hpp"
 
 using namespace std::chrono_literals;
@@ -26,17 +27,68 @@ struct no_owner final : phoenix::overlay::connection_owner {
   void on_control(phoenix::overlay::connection&, phoenix::overlay::frame_type, std::span<const std::byte>) override {}
 };
 
+// A listener with a backlog of 0 that never accepts: once one connection waits in its queue, Linux drops the
+// SYNs of the next ones, as a firewall that drops packets does.
+struct silent_listener {
+  explicit silent_listener(asio::io_context& io)
+      : listener(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)), filler(io) {
+    REQUIRE(::listen(listener.native_handle(), 0) == 0);
+    filler.connect(listener.local_endpoint());
+  }
+  asio::ip::tcp::endpoint endpoint() const { return listener.local_endpoint(); }
+  asio::ip::tcp::acceptor listener;
+  asio::ip::tcp::socket filler;
+};
+
+struct walk_result {
+  bool done = false;
+  std::optional<asio::ip::tcp::endpoint> connected_to;
+  std::string why;
+};
+
+walk_result walk(asio::io_context& io, std::vector<asio::ip::tcp::endpoint> endpoints) {
+  walk_result r;
+  phoenix::overlay::connect_first(io, std::move(endpoints), 300ms,
+                                  [&](std::optional<asio::ip::tcp::socket> s, const std::string& why) {
+                                    r.done = true;
+                                    if (s) r.connected_to = s->remote_endpoint();
+                                    r.why = why;
+                                  });
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!r.done && std::chrono::steady_clock::now() < until) io.run_for(50ms);
+  return r;
+}
+
 }  // namespace tcp_dial
 
-TEST_CASE("tcp dial: an address that never answers the connect fails within the handshake timeout") {
-  // A listener with a backlog of 0 that never accepts: once one connection waits in its queue, Linux drops the
-  // SYNs of the next ones, as a firewall that drops packets does.
+TEST_CASE("tcp connect: a name whose first address never answers connects to its second, each address given its own time") {
   asio::io_context io;
-  asio::ip::tcp::acceptor listener(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  REQUIRE(::listen(listener.native_handle(), 0) == 0);
-  const auto port = listener.local_endpoint().port();
-  asio::ip::tcp::socket filler(io);
-  filler.connect(listener.local_endpoint());
+  tcp_dial::silent_listener silent(io);
+  asio::ip::tcp::acceptor open(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const auto r = tcp_dial::walk(io, {silent.endpoint(), open.local_endpoint()});
+  REQUIRE(r.done);
+  REQUIRE(r.connected_to);
+  CHECK(*r.connected_to == open.local_endpoint());
+}
+
+TEST_CASE("tcp connect: when no address connects, the failure names each address and why") {
+  asio::io_context io;
+  tcp_dial::silent_listener silent(io);
+  // A port nobody listens on: bound, never listening, so the connect is refused.
+  asio::ip::tcp::socket closed(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const auto refused = closed.local_endpoint();
+  const auto r = tcp_dial::walk(io, {refused, silent.endpoint()});
+  REQUIRE(r.done);
+  CHECK_FALSE(r.connected_to);
+  CHECK(r.why.find("127.0.0.1:" + std::to_string(refused.port()) + ": Connection refused") != std::string::npos);
+  CHECK(r.why.find("127.0.0.1:" + std::to_string(silent.endpoint().port()) + ": no answer within 300 ms") !=
+        std::string::npos);
+}
+
+TEST_CASE("tcp dial: an address that never answers the connect fails within the handshake timeout") {
+  asio::io_context io;
+  tcp_dial::silent_listener silent(io);
+  const auto port = silent.endpoint().port();
 
   tcp_dial::no_owner owner;
   phoenix::overlay::connection_params params;
