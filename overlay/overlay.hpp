@@ -215,7 +215,6 @@ class overlay final : public connection_owner {
                             std::chrono::steady_clock::duration unreachable_for) {
     routing_.note_lost_in_transit(taker, given, unreachable_for);
   }
-  void note_lost_owner(node_id source, base::interval held) { routing_.note_lost_owner(source, held); }
 
   // connection_owner
   link_resume resume_for(node_id peer) override;

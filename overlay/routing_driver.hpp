@@ -56,10 +56,6 @@ class routing_driver {
                             std::chrono::steady_clock::duration unreachable_for) {
     table_.note_lost_in_transit(taker, given, std::chrono::steady_clock::now() - unreachable_for);
   }
-  // What another node knew a lost source held (route_table::note_lost_owner), lost as of now.
-  void note_lost_owner(node_id source, base::interval held) {
-    table_.note_lost_owner(source, held, std::chrono::steady_clock::now());
-  }
 
   // Link events. A leaving neighbour counts as down: routes through it are gone for good.
   void neighbour_up(node_id peer);

@@ -1,5 +1,8 @@
 #include "phoenix/message_log.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -36,6 +39,17 @@ void write_u64(std::ofstream& out, std::uint64_t v) {
   out.write(reinterpret_cast<const char*>(b), 8);
 }
 
+// fsync(2) on a file or directory: what a log holds, and its name, survive the machine's crash too.
+bool sync_path(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  return ok;
+}
+
 }  // namespace
 
 std::string write_message_log(const std::filesystem::path& file, const std::vector<overlay::packet>& packets,
@@ -66,7 +80,7 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
       write_u64(out, l.owner);
       write_u64(out, l.span.lo);
       write_u64(out, l.span.hi);
-      write_u64(out, l.given ? 1 : 0);
+      write_u64(out, 1);
     }
     std::byte head[record_head_bytes];
     for (const auto& p : packets) {
@@ -85,9 +99,12 @@ std::string write_message_log(const std::filesystem::path& file, const std::vect
     out.flush();
     if (!out) return io_error(tmp, "cannot write");
   }
+  if (!sync_path(tmp)) return io_error(tmp, "cannot sync");
   std::error_code ec;
   std::filesystem::rename(tmp, file, ec);
   if (ec) return "cannot rename " + tmp.string() + " to " + file.string() + ": " + ec.message();
+  const auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  if (!sync_path(dir)) return io_error(dir, "cannot sync directory");
   return "";
 }
 
@@ -147,9 +164,9 @@ std::string read_message_log(const std::filesystem::path& file, std::vector<over
       if (!in.read(reinterpret_cast<char*>(head), loss_record_bytes)) return file.string() + ": truncated losses";
       const auto kind = base::load_le<std::uint64_t>(head + 24);
       logged_loss l{base::load_le<std::uint64_t>(head),
-                    {base::load_le<std::uint64_t>(head + 8), base::load_le<std::uint64_t>(head + 16)}, kind == 1};
+                    {base::load_le<std::uint64_t>(head + 8), base::load_le<std::uint64_t>(head + 16)}};
       if (l.span.empty() || kind > 1) return file.string() + ": malformed lost interval";
-      lost.push_back(l);
+      if (kind == 1) lost.push_back(l);
     }
   }
   const std::size_t head_bytes = current ? record_head_bytes : old_record_head_bytes;

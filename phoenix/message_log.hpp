@@ -5,8 +5,8 @@
 // length bytes of state (the intervals a suspend packed; none for ph_finalize); u64 m and m records u64 source,
 // u64 vnode, u64 last (the end-to-end streams to this node's virtual nodes: overlay/delivery/); u64 k and k
 // records u64 owner, u64 lo, u64 hi, u64 kind (logged_loss: kind 1, an interval lost on its way to a taker that
-// crashed, which the writer alone knew of; kind 0, what that taker held when it was lost); then one record
-// per message
+// crashed, which the writer alone knew of; kind 0, what that taker held besides, is read and skipped: others saw
+// the taker go and may have adopted it since); then one record per message
 //   u64 dest, u64 source, u32 tag, u32 flags, u64 stream_seq, u64 stream_prev, u64 length, length bytes of body
 // (flags: the packet's, and 0x100 for one its writer numbered and kept until its owner acknowledged it)
 // and a trailer: the 8 bytes "PHXEND01" and a u64 record count. A file without its trailer (a crash while
@@ -33,12 +33,11 @@ struct suspended_interval {
 };
 
 // What the writer alone knew of an owner that crashed: an interval it gave that owner before anyone heard the
-// owner assume it (`given`), and what the owner held besides. The next incarnation reports both orphaned and
-// adopts them by the rules of phoenix/orphan_adoption.hpp (phoenix/node_losses.cpp).
+// owner assume it. The next incarnation reports it orphaned and adopts it by the rules of
+// phoenix/orphan_adoption.hpp (phoenix/node_losses.cpp).
 struct logged_loss {
   vp_t owner = 0;
   Interval span;
-  bool given = false;
   friend bool operator==(const logged_loss&, const logged_loss&) = default;
 };
 inline constexpr std::size_t max_logged_losses = 64;

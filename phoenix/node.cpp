@@ -274,7 +274,7 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   // its senders may still send (docs/overlay.md, "End-to-end delivery").
   const auto streams = overlay_->take_all_streams(undelivered);
   // What only this node knew was lost on its way: written with the rest, else lost with this incarnation.
-  const auto losses = log_out && *log_out ? losses_for_log() : std::vector<logged_loss>{};
+  const auto losses = losses_for_log();
   migration_.reset();
   adoption_timer_.reset();
   lease_timer_.reset();
@@ -284,9 +284,14 @@ std::error_code Node::Impl::finalize(const char* log_out, const std::vector<susp
   if (log_out && *log_out) {
     if (auto err = write_message_log(log_out, undelivered, state, streams, losses); !err.empty())
       result = fail(PH_EIO, err);
-  } else if (!undelivered.empty()) {
-    logger()->warn("{}: {} undelivered messages discarded: no log file given to finalize", config_.name,
-                   undelivered.size());
+  } else {
+    if (!undelivered.empty())
+      logger()->warn("{}: {} undelivered messages discarded: no log file given to finalize", config_.name,
+                     undelivered.size());
+    if (!losses.empty())
+      logger()->warn("{}: {} intervals lost on their way to takers that crashed, known to this node alone, are "
+                     "forgotten: no log file given to finalize",
+                     config_.name, losses.size());
   }
   if (!restore_.empty())
     logger()->warn("{}: finalized before its application took up the suspended state (set_state_handlers)",

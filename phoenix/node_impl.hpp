@@ -162,8 +162,8 @@ class Node::Impl {
   std::vector<handed_loss> hand_over_losses(Interval s);  // given_lost_ next to s, which leaves with it
   void take_handed_losses(Interval s, const std::vector<handed_loss>& losses, std::size_t skipped);
   void record_handed_losses();  // those whose taker is unreachable from here now, too
-  // For a log (finalize, suspend): what this node alone knows was lost on its way, to whom, and what those
-  // takers held; the next incarnation that reads the log takes it up (restore_logged_losses).
+  // For a log (finalize, suspend): what this node alone knows was lost on its way, and to whom; the next
+  // incarnation that reads the log takes it up (restore_logged_losses).
   std::vector<logged_loss> losses_for_log() const;
   void restore_logged_losses(const std::vector<logged_loss>& losses);
   // What went with an interval on its way (restored should its taker crash), and what came with one and waits

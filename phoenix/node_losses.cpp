@@ -106,52 +106,51 @@ void Node::Impl::take_handed_losses(Interval s, const std::vector<handed_loss>& 
   record_handed_losses();
 }
 
-// The records of the takers of given_lost_ and handed_in_, whole: the part this node gave (given), and what the
-// taker held besides, which a node that joins later hears of from nobody (a record is made only where the
-// owner was seen reachable).
+// The parts of the records of crashed takers that this node gave them (given_lost_), then what came with an
+// interval and waits for its taker to be unreachable here (handed_in_). Not what those takers held besides: other
+// nodes saw them go and hold their records, and may have adopted it since; a next incarnation that took it up
+// again could assume an interval twice.
 std::vector<logged_loss> Node::Impl::losses_for_log() const {
   std::vector<logged_loss> out;
+  std::size_t cut = 0;
   const auto add = [&](logged_loss l) {
-    if (out.size() < max_logged_losses && std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
+    if (std::find(out.begin(), out.end(), l) != out.end()) return;
+    if (out.size() < max_logged_losses) out.push_back(l);
+    else ++cut;
   };
   for (const auto& l : overlay_->orphaned(true)) {
-    base::interval_set rest;  // the record less the parts given
-    for (const auto& i : l.intervals) rest.add(i);
-    bool taker = false;
+    base::interval_set held;
+    for (const auto& i : l.intervals) held.add(i);
     for (const auto& g : given_lost_)
-      for (const auto& part : rest.intersection(g).intervals()) {
-        add({l.source, part, true});
-        rest.remove(part);
-        taker = true;
-      }
-    if (taker)
-      for (const auto& i : rest.intervals()) add({l.source, i, false});
+      for (const auto& part : held.intersection(g).intervals()) add({l.source, part});
   }
-  for (const auto& h : handed_in_) add({h.loss.taker, h.loss.span, true});
+  for (const auto& h : handed_in_) add({h.loss.taker, h.loss.span});
+  if (cut > 0)
+    logger()->warn("{}: {} intervals lost on their way to takers that crashed do not fit in the log (at most {}); "
+                   "its next incarnation will not know of them",
+                   config_.name, cut, max_logged_losses);
   return out;
 }
 
-// Given parts are taken up as losses that come with an interval: the writer's word on when the taker was lost
-// counts for nothing here, and a taker unreachable from this new incarnation (none is reachable yet) is recorded
-// as lost now. What the taker held besides goes into its record, as if this node had seen it go.
+// Taken up as losses that come with an interval: the writer's word on when the taker was lost counts for nothing
+// here, and a taker unreachable from this new incarnation (none is reachable yet) is recorded as lost now.
 void Node::Impl::restore_logged_losses(const std::vector<logged_loss>& losses) {
   std::size_t skipped = 0;
   const auto now = clock::now();
   for (const auto& l : losses) {
-    if (l.span.empty() || l.span.hi > config_.space_size || l.owner == resource_name_) {
+    if (l.span.hi > config_.space_size || l.owner == resource_name_) {
       ++skipped;
-    } else if (l.given) {
-      if (handed_in_.size() == max_given_lost) handed_in_.erase(handed_in_.begin());
-      handed_in_.push_back({{l.owner, l.span}, now});
-    } else {
-      overlay_->note_lost_owner(l.owner, l.span);
+      continue;
     }
+    if (handed_in_.size() == max_given_lost) handed_in_.erase(handed_in_.begin());
+    handed_in_.push_back({{l.owner, l.span}, now});
   }
   if (skipped > 0)
-    logger()->warn("{}: {} lost intervals in the log are empty or past L; ignored", config_.name, skipped);
+    logger()->warn("{}: {} lost intervals in the log are past L or named as this node's; ignored", config_.name,
+                   skipped);
   if (losses.size() > skipped)
-    logger()->info("{}: the log names {} intervals of owners that crashed; reported orphaned", config_.name,
-                   losses.size() - skipped);
+    logger()->info("{}: the log names {} intervals lost on their way to owners that crashed; reported orphaned",
+                   config_.name, losses.size() - skipped);
   record_handed_losses();
 }
 

@@ -424,19 +424,10 @@ void route_table::note_lost(node_id source, const std::vector<route_interval>& i
   lost_intervals_ += intervals.size();
 }
 
-void route_table::note_lost_in_transit(node_id taker, route_interval given, time_point since) {
-  merge_lost(taker, given, since, true);
-}
-
-void route_table::note_lost_owner(node_id source, route_interval held, time_point since) {
-  merge_lost(source, held, since, false);
-}
-
-// One more interval in source's record (made if there is none), given by this node or held by the source.
-void route_table::merge_lost(node_id source, route_interval i, time_point since, bool given_here) {
+// One more interval in the taker's record (made if there is none), given by this node.
+void route_table::note_lost_in_transit(node_id source, route_interval i, time_point since) {
   if (source == self_ || i.empty() || is_reachable(source)) return;
-  std::vector<route_interval> all{i}, given;
-  if (given_here) given.push_back(i);
+  std::vector<route_interval> all{i}, given{i};
   if (const auto it = lost_.find(source); it != lost_.end()) {
     all.insert(all.end(), it->second.intervals.begin(), it->second.intervals.end());
     given.insert(given.end(), it->second.given.begin(), it->second.given.end());

@@ -226,10 +226,6 @@ class route_table {
   // the interval: recorded as the taker's, like what it advertised (only the giver knows it left). Nothing if
   // the taker is reachable, or is this node.
   void note_lost_in_transit(node_id taker, route_interval given, time_point since);
-  // What another node knew `source` held when it was lost, as a record of this node's own (a next incarnation
-  // reading its predecessor's log: phoenix/message_log.hpp): merged with the record, if there is one; nothing
-  // if the source is reachable, or is this node. News of the source shrinks it as it shrinks any record.
-  void note_lost_owner(node_id source, route_interval held, time_point since);
 
   // --- introspection (for the shell/tests) ---
   struct route_view {
@@ -347,7 +343,6 @@ class route_table {
   void rebuild_owner_index() const;
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
                  std::vector<route_interval> given = {});
-  void merge_lost(node_id source, route_interval i, time_point since, bool given_here);
   void shrink_lost(node_id source, const std::vector<route_interval>& intervals);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;

@@ -977,24 +977,14 @@ TEST_CASE("route_table: what this node gave a lost taker stays in its record whe
   t.on_update(b, update({entry(s, 13, infinite_metric, {{0, 20}})}), t0 + 2s);
   REQUIRE(t.lost_owners(t0 + 1h, 5s).size() == 1);
   CHECK(t.lost_owners(t0 + 1h, 5s)[0].intervals == std::vector<route_interval>{{0, 20}, {30, 40}});
-  // What another node knew s held, noted as its record (a log): merged, and shrunk by news like the rest.
-  t.note_lost_owner(s, {20, 25}, t0 + 3s);
-  CHECK(t.lost_owners(t0 + 1h, 5s)[0].intervals == std::vector<route_interval>{{0, 25}, {30, 40}});
-  CHECK(t.lost_owners(t0 + 1h, 5s)[0].since == t0 + 1s);
   t.on_update(b, update({entry(s, 15, infinite_metric, {{0, 10}})}), t0 + 4s);
   CHECK(t.lost_owners(t0 + 1h, 5s)[0].intervals == std::vector<route_interval>{{0, 10}, {30, 40}});
   // s withdrew everything: it was alive and left, so the record ends, the given part with it.
   t.on_update(b, update({entry(s, 17, infinite_metric)}), t0 + 5s);
   CHECK(t.lost_owners(t0 + 1h, 5s).empty());
-  // A record for a source never seen, and nothing for one that is reachable or for this node.
-  t.note_lost_owner(77, {50, 60}, t0 + 6s);
-  t.note_lost_owner(t.self(), {60, 70}, t0 + 6s);
-  t.on_update(a, update({entry(s2, 10, 1, {{80, 90}})}), t0 + 6s);
-  t.note_lost_owner(s2, {70, 80}, t0 + 6s);
-  const auto lost = t.lost_owners(t0 + 1h, 5s);
-  REQUIRE(lost.size() == 1);
-  CHECK(lost[0].source == 77);
-  CHECK(lost[0].intervals == std::vector<route_interval>{{50, 60}});
+  // Nothing for this node.
+  t.note_lost_in_transit(t.self(), {60, 70}, t0 + 6s);
+  CHECK(t.lost_owners(t0 + 1h, 5s).empty());
 }
 
 TEST_CASE("route_table: what a giver advertised in transit is passed on and never routed to, and is in its record once it is lost") {

@@ -102,10 +102,10 @@ TEST_CASE("message_log: a device or FIFO is rejected at once, not read") {
   CHECK(out.empty());
 }
 
-TEST_CASE("message_log: what the writer alone knew of an owner that crashed comes back, and a malformed record rejects the log") {
+TEST_CASE("message_log: what the writer alone knew of an owner that crashed comes back, a record of what it held besides is skipped, and a malformed record rejects the log") {
   phoenix::test::temp_dir dir;
   const auto file = dir / "node.log";
-  const std::vector<phoenix::logged_loss> losses{{0xabcdull, {300, 400}, true}, {0xabcdull, {0, 300}, false}};
+  const std::vector<phoenix::logged_loss> losses{{0xabcdull, {300, 400}}, {0xabcdull, {0, 300}}};
   REQUIRE(phoenix::write_message_log(file, {make(7, 3, 10)}, {}, {}, losses) == "");
   std::vector<packet> out;
   std::vector<phoenix::logged_loss> back;
@@ -114,8 +114,19 @@ TEST_CASE("message_log: what the writer alone knew of an owner that crashed come
   REQUIRE(out.size() == 1);
   CHECK(out[0].dest == 7);
 
-  // An empty interval (lo == hi) where the first loss's hi is: 8 magic, 8 + 0 intervals, 8 + 0 streams, 8 count,
-  // then owner, lo, hi, kind.
+  // Records start after 8 magic, 8 + 0 intervals, 8 + 0 streams, 8 count: owner, lo, hi, kind, 32 bytes each.
+  // The second one's kind made 0 (what the owner held besides): read, and not returned.
+  {
+    std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(8 + 8 + 8 + 8 + 32 + 24);
+    const unsigned char zero[8] = {};
+    f.write(reinterpret_cast<const char*>(zero), 8);
+  }
+  back.clear();
+  REQUIRE(phoenix::read_message_log(file, out, nullptr, nullptr, &back) == "");
+  CHECK(back == std::vector<phoenix::logged_loss>{losses[0]});
+
+  // An empty interval (lo == hi) where the first loss's hi is.
   {
     std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
     f.seekp(8 + 8 + 8 + 8 + 16);
