@@ -47,6 +47,7 @@ void lock_protocol::order(effect::type what, vp_t partner, interval t, std::uint
 
 void lock_protocol::end_attempt(outcome o) {
   attempting_ = false;
+  replied_ = false;
   outcome_ = o;
 }
 
@@ -72,6 +73,8 @@ std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode) {
   partner_ = 0;
   partner_span_ = {};
   aborting_ = false;
+  replied_ = false;
+  copy_cleanups_.clear();
   effect query;
   query.what = effect::type::send_to_vnode;
   query.to = v;
@@ -92,6 +95,10 @@ effects lock_protocol::on_message(const message& m) {
   const vp_t q = m.from;
   if (!current(m)) {
     on_stale(m);
+    return take_effects();
+  }
+  if (is_copy(m)) {
+    on_copy(m);
     return take_effects();
   }
   switch (m.what) {
@@ -163,8 +170,11 @@ bool lock_protocol::adjacent_as_intended(interval s) const {
 void lock_protocol::on_query(vp_t q, std::uint64_t n) {
   if (q == self_) {
     // Line 22: the query came back to its sender. Decision 8: only this attempt's query ends it; one of an
-    // attempt a lease ended may come back during the next.
-    if (attempting_ && n == attempt_) end_attempt(outcome::failed);
+    // attempt a lease ended may come back during the next. A copy of it that comes back after a reply ends
+    // nothing.
+    if (attempting_ && n == attempt_ && !replied_) end_attempt(outcome::failed);
+  } else if (answered_before(q, n)) {
+    logger()->debug("{:x}: a copy of the query of attempt {} from {:x}, answered before; dropped", self_, n, q);
   } else if (!migratable_ || closing_) {
     send(q, kind::fail1, n);  // a node with several intervals sits migration out, a closing node too
   } else if (q < self_) {
@@ -183,6 +193,7 @@ void lock_protocol::on_query(vp_t q, std::uint64_t n) {
 
 // Lines 33-40 (a reply to the attempt under way: on_message sent any other to on_stale).
 void lock_protocol::on_lock_you_first(vp_t q, interval s) {
+  replied_ = true;
   if (!locked_ && adjacent_as_intended(s)) {
     locked_ = true;  // line 36: lock itself, then ask for the second lock
     holder_ = self_;
@@ -221,7 +232,10 @@ void lock_protocol::on_lock2(vp_t q, interval s, std::uint64_t n) {
 }
 
 // Line 49.
-void lock_protocol::on_fail1(vp_t) { end_attempt(outcome::failed); }
+void lock_protocol::on_fail1(vp_t) {
+  replied_ = true;
+  end_attempt(outcome::failed);
+}
 
 // Lines 50-52: the remote lock was refused; free the own lock taken at line 36.
 void lock_protocol::on_fail2(vp_t) {
@@ -231,6 +245,7 @@ void lock_protocol::on_fail2(vp_t) {
 
 // Lines 53-59.
 void lock_protocol::on_ok1(vp_t q, interval s) {
+  replied_ = true;
   if (!locked_ && adjacent_as_intended(s)) {
     locked_ = true;  // line 56: got the first lock remotely, and now the second
     holder_ = self_;

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -211,6 +212,9 @@ class lock_protocol {
   // Leases.
   bool current(const message& m) const;  // m belongs to what this node has now, not to something broken
   void on_stale(const message& m);
+  bool is_copy(const message& m) const;  // a current message that answers a copy of this attempt's query
+  void on_copy(const message& m);
+  bool answered_before(vp_t q, std::uint64_t n);  // a copy of a query answered here; else remembers it
   bool granted(vp_t q, std::uint64_t n) const {
     return locked_ && holder_ == q && q != self_ && grant_attempt_ == n && !transfer_;
   }
@@ -258,6 +262,15 @@ class lock_protocol {
   vp_t partner_ = 0;       // the responder, once known
   interval partner_span_;  // S as sent in lock2
   bool aborting_ = false;  // both locks held, nothing to move: cleanup sent, own lock freed on cleanup_ack
+  // Copies of a query (docs/migration.md, "Copies of a query"): only the first reply to this attempt's query
+  // answers it (replied_); the cleanup an ok1 to a copy got from here is acknowledged without ending anything
+  // (copy_cleanups_, by sender; at most max_copy_cleanups, beyond which the sender's lease frees it); a node
+  // drops a copy of a query it answered (answered_, the last max_answered, by sender and attempt).
+  bool replied_ = false;
+  std::vector<vp_t> copy_cleanups_;
+  std::deque<std::pair<vp_t, std::uint64_t>> answered_;
+  static constexpr std::size_t max_copy_cleanups = 8;
+  static constexpr std::size_t max_answered = 64;
   std::optional<transfer> transfer_;
   outcome outcome_ = outcome::none;
   interval moved_;

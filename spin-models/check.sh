@@ -13,7 +13,8 @@
 #             every node that closed finalizes; and, expected to fail, a node that crashes (-DCRASH) leaves a live
 #             node's attempt or lock waiting for good (ltl "live_nodes"), which with leases (-DLEASE) it does not,
 #             nor does a node that only stops for a while (-DSLOW)
-#   scale     4 nodes: exhaustive with 1 attempt per node; bitstate (-DBITSTATE -w28), bounded in time, with 2
+#   scale     4 nodes: exhaustive with 1 attempt per node; bitstate (-DBITSTATE -w28), bounded in time, with 2;
+#             and a query delivered twice with 2 attempts per node, bitstate, bounded in time
 #   bugs      each seeded bug (-DBUG_...) must make SPIN report an error (among them decision 6 undone: invitations
 #             not counted, or counted as a flag; no withdraw; neither, which is the chaos test's bug; and the leave
 #             fault: a node that closes while its own take is under way)
@@ -140,6 +141,10 @@ safety_variants() {
   # (-O0: 570 k states run in 4 s, and at -O2 compiling pan took 30 s)
   add safety safety.crash_lease pass 120 "$W -DCRASH -DLEASE -DLEASES=1 -DATTEMPTS=1 -DCAP=4 -DV=3 -DAPPS=0" "$O0" \
     "-m10000 -w24 -c0" "leases, a node crashes, 1 attempt"  # no -q: queries wait at a crashed node's vnodes
+  # a query delivered twice (DUP_QUERY): only the first reply answers it, a copy of an answered one is dropped.
+  # 1 attempt per node, exhaustive; with 2 the search passes 27 M states and the 8 GB MEMLIM (scale.dup_bitstate)
+  add safety safety.dup_query pass 60 "$W -DLEASE -DDUP_QUERY -DLEASES=1 -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O1" \
+    "-m10000 -q -w22 -c0" "a query delivered twice, leases, 1 attempt"
   add safety safety.wait_locks pass 60 "$W -DWAIT_LOCKS -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
     "no fail fast at 54, total order kept"
   add safety safety.no_order pass 60 "$W -DBUG_LOCK_ORDER -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
@@ -167,6 +172,8 @@ scale_jobs() {
   add scale scale.n4_exhaustive pass 180 "$W -DN=4 -DATTEMPTS=1 -DAPPS=1" "$O1" "-m10000 -q -w23 -c0" \
     "4 nodes, 1 attempt, 1 app message, exhaustive"
   add scale scale.n4_bitstate partial 20 "-DN=4 -DAPPS=0" "$O1 -DBITSTATE" "-m10000 -q -w28" "4 nodes, 2 attempts, bitstate -w28"
+  add scale scale.dup_bitstate partial 20 "-DLEASE -DDUP_QUERY -DLEASES=1 -DCAP=5 -DV=3 -DAPPS=0" "$O1 -DBITSTATE" \
+    "-m10000 -q -w28" "a query delivered twice, 2 attempts, bitstate"
 }
 # every seeded bug must be reported (3 nodes, default configuration)
 bug_jobs() {
@@ -193,6 +200,8 @@ bug_jobs() {
     "giver takes T back on its lease"
   add bugs bug.drop_late_state fail 60 "-DLEASE -DBUG_DROP_LATE_STATE -DCAP=4 -DAPPS=0" "$O0" "-m10000 -q -w22" \
     "late state dropped after a lease"
+  add bugs bug.copy_answered fail 60 "-DLEASE -DDUP_QUERY -DBUG_NO_COPY_GUARD -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O0" \
+    "-m10000 -q -w22" "a query's copy answered and its reply taken"
   add bugs bug.invited_flag_np fail 120 "-DBUG_INVITED_FLAG -DNO_PRE" "$O1" "-m10000 -q -w23" \
     "invitation a flag, no preconditions"
 }

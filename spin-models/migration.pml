@@ -30,6 +30,8 @@
  *             vnode it no longer assumes back to the overlay, and with LEASE may drop it as it finalizes
  *             (INBOX_STEP, DROP_STEP)
  *   REORDER   a node takes any message of a link first, not only the oldest (links are FIFO otherwise)
+ *   DUP_QUERY (with LEASE) the overlay may deliver one query twice: only the first reply to a query is its
+ *             answer, and a node drops a copy of a query it answered. Needs CAP=5
  *   NO_PRE    do not assert the preconditions of the handlers and of begin() (PRE below), to see which of
  *             the properties proper a seeded bug breaks
  *   FINE_FAIRNESS  one process per ordered pair of nodes handles that link, one process per vnode delivers
@@ -90,6 +92,9 @@
  *   BUG_LEASE_AFTER_RELEASE (LEASE) the giver takes T back when its lease expires after the release: a slow taker
  *                           assumes T too (disjoint cover)
  *   BUG_DROP_LATE_STATE     (LEASE) a taker that broke its lock drops a late state (and says done): T is lost
+ *   BUG_NO_COPY_GUARD       (DUP_QUERY) every reply to a query is taken for its answer, and every copy of a query
+ *                           is answered: a second lock_you_first ends an attempt whose own lock is taken, and
+ *                           the lock stays taken for good
  * and a variant of the protocol:
  *   WAIT_LOCKS              no fail fast at line 54: an ok1 that finds the initiator's own lock taken waits
  *                           until it is free instead of answering cleanup (doc: decision 5). Verifies alone:
@@ -289,12 +294,54 @@ bool qlost[N];     /* the query of node i's attempt under way was dropped by a n
 #define GRANT(me) gnum[me] = m_c     /* the grant remembers the attempt it is for */
 #define TRANSFER_WITH(me, q) xpart[me] = q
 #define MINE(me) (m_c == NUM(me))  /* the message belongs to this node's attempt under way (if any) */
+/* Only the first reply to the query of an attempt (lock_you_first, ok1, fail1) is its answer: a second one
+ * (DUP_QUERY: the reply to a copy of the query, from the same node or from the node that assumes the vnode by
+ * then) is answered as a stale one is, and the cleanup_ack of the cleanup an ok1 copy got ends nothing */
+bool replied[N];
+byte xclean[N];    /* 1 + the node whose ok1 copy got a cleanup in the attempt under way; 0: none */
+#define REPLY_MSG(t) ((t) == lock_you_first || (t) == ok1 || (t) == fail1)
+#define REPLIED(me) replied[me] = true
+#ifndef BUG_NO_COPY_GUARD
+#define QUERY_CURRENT(me) (attempting[me] && MINE(me) && !replied[me])
+#define COPY_REPLY(me, q) ((REPLY_MSG(m_t) && replied[me]) || (m_t == cleanup_ack && xclean[me] == (q) + 1))
+#else
 #define QUERY_CURRENT(me) (attempting[me] && MINE(me))
+#define COPY_REPLY(me, q) false
+#endif
 #else
 #define QUERY_CURRENT(me) true
+#define REPLIED(me) skip
 #define PENDING(i) false
 #define GRANT(me) skip
 #define TRANSFER_WITH(me, q) skip
+#endif
+
+/* DUP_QUERY (with LEASE): the overlay may deliver one query twice, the copy after the queries queued behind it. A
+ * query to a virtual node is not numbered end to end, and a link that finds a new incarnation at the address it
+ * dialled sends again what the old one never acknowledged, though the old one may have passed it on. */
+#ifdef DUP_QUERY
+#ifndef LEASE
+#error DUP_QUERY needs LEASE: attempt numbers tell the replies of one attempt from those of another
+#endif
+bool duplicated;
+/* bit n: this node answered the query of attempt n (phoenix keeps the last queries it answered): a copy of one
+ * is dropped. A copy that reaches the node that answered it once would otherwise be granted again, under the
+ * same attempt number, and messages of the first grant (a give_request late on its link) taken for the second's.
+ * Only with DUP_QUERY: without copies no query comes twice, and the record would only tell states apart */
+byte answered[N];
+#ifndef BUG_NO_COPY_GUARD
+#define ANSWERED(me) (answered[me] & BIT(m_c))
+#else
+#define ANSWERED(me) false
+#endif
+#define ANSWER(me) answered[me] = answered[me] | BIT(m_c)
+#define DUPLICATE(on, v) \
+  :: d_step { (on && !duplicated && nempty(vq[v]) && nfull(vq[v])) -> \
+              vq[v]?<m_i>; vq[v]!m_i; inflight[m_i / ATTEMPTS]++; duplicated = true; m_i = 0 }
+#else
+#define DUPLICATE(on, v)
+#define ANSWERED(me) false
+#define ANSWER(me) skip
 #endif
 
 /* ghost state, for the properties only (functions of the rest, so they add no states) */
@@ -341,6 +388,7 @@ hidden byte m_c;  /* LEASE: the number of the attempt the message being handled 
 /* the addressee has finalized; a node has an invitation open (named, so that the assertions read as what they
  * check) */
 hidden byte to_gone, invitation_open, lost;
+hidden byte m_copy;  /* LEASE: the message is a second reply to one query (a copy's), or the cleanup_ack it led to */
 
 /* witness points (-DWITNESSES, with pan -c0): each branch of a handler that the correct model is meant to reach
  * fails an assertion the first time it runs in the whole search (seen[] is hidden, so not restored on
@@ -348,7 +396,7 @@ hidden byte to_gone, invitation_open, lost;
  * configuration reaches is found (dead code, or a configuration missing from check.sh). The message reads
  * "assertion violated (n==0)" for witness n. Without WITNESSES they are skip and change nothing. */
 #ifdef WITNESSES
-hidden byte seen[64];
+hidden byte seen[72];
 #define WITNESS(n) if :: !seen[n] -> seen[n] = 1; assert(n == 0) :: else -> skip fi
 #else
 #define WITNESS(n) skip
@@ -501,7 +549,11 @@ inline free_lock(me) {
 
 /* the attempt of me has ended: forget its context */
 inline end_attempt(me) {
-  plan[me] = P_NONE; side[me] = S_ANY; partner[me] = 0; slo[me] = 0; shi[me] = 0
+  plan[me] = P_NONE; side[me] = S_ANY; partner[me] = 0; slo[me] = 0; shi[me] = 0;
+#ifdef LEASE
+  replied[me] = false;
+#endif
+  skip
 }
 
 /* doc, decision 1: "S and I are adjacent as intended" (lines 34, 54). An empty S is never adjacent; with I
@@ -584,8 +636,12 @@ inline on_query(me, q) {
      WITNESS(7);
      attempting[me] = false; end_attempt(me)
   :: q == me && !QUERY_CURRENT(me) ->
-     /* LEASE: the query of an attempt its lease ended came back: it ends nothing (the node may be in a new one) */
+     /* LEASE: the query of an attempt its lease ended came back, or a copy of one already answered: it ends
+      * nothing (the node may be in a new one) */
      WITNESS(58)
+  :: q != me && ANSWERED(me) ->
+     /* DUP_QUERY: a copy of a query this node answered (first: the options of a d_step go in order) */
+     WITNESS(65)
   :: q != me && closing[me] ->
      /* doc: leaving in the middle: a closing node answers every query with fail1, whatever the order */
      WITNESS(8);
@@ -615,12 +671,14 @@ inline on_query(me, q) {
      /* line 31: p is already locked */
      WITNESS(11);
      send(me, q, fail1, 0, 0)
-  fi
+  fi;
+  if :: q != me -> ANSWER(me) :: else -> skip fi
 }
 
 /* line 33: lock_you_first(q, S = [a, b)) */
 inline on_lock_you_first(me, q, a, b) {
   PRE(attempting[me]);  /* a reply to the own attempt (the node may meanwhile be locked by another) */
+  REPLIED(me);
   if
   :: !attempting[me] ->
      /* stale (only reachable without PRE): decision 6, withdrawn all the same */
@@ -691,6 +749,7 @@ inline on_lock2(me, q, a, b) {
 /* line 49 */
 inline on_fail1(me) {
   PRE(attempting[me]);  /* a reply to the own attempt (the node may meanwhile be locked by another) */
+  REPLIED(me);
   WITNESS(18);
   attempting[me] = false; end_attempt(me)
 }
@@ -705,6 +764,7 @@ inline on_fail2(me) {
 /* line 53: ok1(q, S = [a, b)) */
 inline on_ok1(me, q, a, b) {
   PRE(attempting[me]);  /* a reply to the own attempt (the node may meanwhile be locked by another) */
+  REPLIED(me);
 #ifndef BUG_NO_ADJ54
   if
   :: !locked[me] && ADJACENT(me, a, b) ->
@@ -883,6 +943,16 @@ inline on_refuse(me) {
   WITNESS(56);
   free_lock(me); phase[me] = PH_IDLE; xpart[me] = 0
 }
+/* a second reply to the query of the attempt under way (see replied), or the cleanup_ack it led to */
+inline on_copy(me, q) {
+  if
+  :: m_t == lock_you_first -> WITNESS(61); send(me, q, withdraw, 0, 0)
+  :: m_t == ok1 -> PRE(xclean[me] == 0); WITNESS(62); xclean[me] = q + 1; send(me, q, cleanup, 0, 0)
+  :: m_t == fail1 -> WITNESS(63)
+  :: m_t == cleanup_ack -> WITNESS(64); xclean[me] = 0
+  fi
+}
+
 /* ... and, with CRASH, anything a taker sent before it crashed (its done, or T given back) to a giver that gave
  * it up (partner_gone) and then finalized: T was given up as lost with it */
 #define LOST_HERE(me) (LOST_TO_GONE(me, m_t) || (GONE(me) && CRASHED(q)))
@@ -902,10 +972,14 @@ inline handle(me, q) {
   :: ATTEMPT_MSG(m_t) -> inflight[me]-- 
   :: else -> skip
   fi;
+#ifdef LEASE
+  m_copy = !LOST_HERE(me) && CURRENT(me, q) && COPY_REPLY(me, q);
+#endif
   if
   :: LOST_HERE(me) -> skip
 #ifdef LEASE
   :: !LOST_HERE(me) && !CURRENT(me, q) -> on_stale(me, q)
+  :: m_copy -> on_copy(me, q)
   :: !LOST_HERE(me) && CURRENT(me, q) && m_t == refuse && phase[me] == PH_GIVING ->
      on_give_back(me, q, m_a, m_b)  /* the taker refused T (see on_stale): taken back, as if given back */
   :: !LOST_HERE(me) && CURRENT(me, q) && m_t == refuse && phase[me] != PH_GIVING -> on_refuse(me)
@@ -916,6 +990,7 @@ inline handle(me, q) {
   if
   :: LOST_HERE(me) || !CURRENT(me, q) -> skip
 #ifdef LEASE
+  :: m_copy -> m_copy = false
   :: m_t == refuse || m_t == give_back -> skip
 #endif
   :: m_t == lock_you_first -> on_lock_you_first(me, q, m_a, m_b)
@@ -1061,6 +1136,9 @@ inline begin(me) {
     assert(nfull(vq[m_i]));
     vq[m_i]!QUERY_OF(me); inflight[me]++;
     attempting[me] = true;
+#ifdef LEASE
+    replied[me] = false; xclean[me] = 0;
+#endif
     m_i = 0
   }
 }
@@ -1316,7 +1394,8 @@ end:
 #endif
 #define DELIVER(on, v) \
   :: d_step { (on && nempty(vq[v]) && OWNED_PRESENT(v)) -> DELIVER_QUERY(v) } \
-  :: d_step { (on && pend[v] > 0 && OWNED_PRESENT(v)) -> pend[v]--; held[v]++ }
+  :: d_step { (on && pend[v] > 0 && OWNED_PRESENT(v)) -> pend[v]--; held[v]++ } \
+  DUPLICATE(on, v)
 #ifdef FINE_FAIRNESS
 /* one process per virtual node, so that weak fairness applies to each vnode's deliveries on its own */
 proctype VNode(byte v) {

@@ -1,0 +1,61 @@
+// migration/lock_protocol_copies.cpp — copies of a query (docs/migration.md, "Copies of a query"). A query goes
+// to a virtual node and is not numbered end to end; a link that finds a new incarnation at the address it
+// dialled sends again what the old one never acknowledged, though the old one may have passed it on. So a query
+// may arrive twice, at the node that answered it or at whoever assumes its virtual node by then. Only the first
+// reply is the attempt's answer; the rest of lock_protocol is in lock_protocol.cpp.
+#include <algorithm>
+
+#include "migration/lock_protocol.hpp"
+#include "migration/log.hpp"
+
+namespace phoenix::migration {
+
+// Called for current messages only (decision 8): a reply to this attempt's query after its first reply, or the
+// acknowledgement of a cleanup such a reply got.
+bool lock_protocol::is_copy(const message& m) const {
+  switch (m.what) {
+    case kind::lock_you_first:
+    case kind::ok1:
+    case kind::fail1:
+      return replied_;
+    case kind::cleanup_ack:
+      return std::find(copy_cleanups_.begin(), copy_cleanups_.end(), m.from) != copy_cleanups_.end();
+    default:
+      return false;
+  }
+}
+
+// Answered as a stale reply is, and nothing of the attempt changes: its own lock, taken for the first reply,
+// stays until the lock2 it sent is answered.
+void lock_protocol::on_copy(const message& m) {
+  const vp_t q = m.from;
+  switch (m.what) {
+    case kind::lock_you_first:
+      send(q, kind::withdraw, m.attempt);  // q counted an invitation for it
+      break;
+    case kind::ok1:
+      if (copy_cleanups_.size() < max_copy_cleanups) {
+        copy_cleanups_.push_back(q);
+        send(q, kind::cleanup, m.attempt);  // q granted its lock for the copy
+      } else {
+        logger()->warn("{:x}: more than {} grants for copies of the query of attempt {}; {:x}'s lease frees it",
+                       self_, max_copy_cleanups, attempt_, q);
+      }
+      break;
+    case kind::cleanup_ack:
+      copy_cleanups_.erase(std::find(copy_cleanups_.begin(), copy_cleanups_.end(), q));
+      break;
+    default:  // fail1: it ends nothing
+      break;
+  }
+}
+
+bool lock_protocol::answered_before(vp_t q, std::uint64_t n) {
+  const std::pair<vp_t, std::uint64_t> query{q, n};
+  if (std::find(answered_.begin(), answered_.end(), query) != answered_.end()) return true;
+  if (answered_.size() == max_answered) answered_.pop_front();
+  answered_.push_back(query);
+  return false;
+}
+
+}  // namespace phoenix::migration
