@@ -45,10 +45,7 @@ for s in $stages; do
       configure build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG"
       cmake --build build/release -j "$jobs"
-      # Twice as many tests as cores: most multi-process tests wait (timers, orphan_after, leases) for most of
-      # their time. At one per core, the tests besides spin.all used 264 s of CPU in 293 s on two cores, and
-      # spin.all (PROCESSORS 2) ran alone; at twice, both cores stay busy and the tests took 436 s, not 633 s.
-      ctest --test-dir build/release --output-on-failure -j "$((jobs * 2))" --timeout 300
+      ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 300
       ;;
     asan)
       stage "ASan+UBSan build of the runtime and application tests"

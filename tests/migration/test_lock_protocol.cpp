@@ -593,16 +593,18 @@ TEST_CASE("migration: a second lock_you_first for one query is withdrawn and the
   REQUIRE(lock2.size() == 1);
   CHECK(lock2[0].m.what == kind::lock2);
   message copy = first[0].m;
+  copy.from = b.self() + 1;  // the node that assumes the virtual node by the time the copy arrives
   const auto withdrawn = a.on_message(copy);
   REQUIRE(withdrawn.size() == 1);
   CHECK(withdrawn[0].m.what == kind::withdraw);
+  CHECK(withdrawn[0].to == copy.from);
   CHECK(a.attempting());
   CHECK(a.locked());
-  message fail1 = first[0].m;
+  message fail1 = copy;
   fail1.what = kind::fail1;
   CHECK(a.on_message(fail1).empty());
   CHECK(a.attempting());
-  // The first lock_you_first and its lock2 go on as ever (the withdraw is for the copy's responder).
+  // The first lock_you_first and its lock2 go on as ever.
   s.apply(a.self(), lock2);
   while (s.step()) s.check_cover();
   CHECK(a.last_outcome() == outcome::moved);
