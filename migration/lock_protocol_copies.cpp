@@ -37,9 +37,9 @@ void lock_protocol::on_copy(const message& m) {
       if (copy_cleanups_.size() < max_copy_cleanups) {
         copy_cleanups_.push_back(q);
         send(q, kind::cleanup, m.attempt);  // q granted its lock for the copy
-      } else {
-        logger()->warn("{:x}: more than {} grants for copies of the query of attempt {}; {:x}'s lease frees it",
-                       self_, max_copy_cleanups, attempt_, q);
+      } else {  // debug: a peer that forges ok1s must not be able to fill the log
+        logger()->debug("{:x}: more than {} grants for copies of the query of attempt {}; {:x}'s lease frees it",
+                        self_, max_copy_cleanups, attempt_, q);
       }
       break;
     case kind::cleanup_ack:

@@ -4,8 +4,8 @@
 // An address that drops SYNs (a firewall, a host that is down, a listener whose queue is full) would hold a
 // connect for the kernel's SYN retries, about two minutes. asio::async_connect walks the addresses of a name,
 // but a timer that closes its socket ends the whole walk: a name whose first address drops SYNs and whose second
-// answers would never connect. Here each address gets `per_address`, one after another, at most max_addresses
-// of them.
+// answers would never connect. Here each address gets `per_address`, one after another, at most
+// max_connect_addresses of them.
 #pragma once
 
 #include <chrono>
