@@ -48,6 +48,7 @@ void lock_protocol::order(effect::type what, vp_t partner, interval t, std::uint
 void lock_protocol::end_attempt(outcome o) {
   attempting_ = false;
   replied_ = false;
+  cleanup_to_.reset();
   outcome_ = o;
 }
 
@@ -74,7 +75,7 @@ std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode) {
   partner_span_ = {};
   aborting_ = false;
   replied_ = false;
-  copy_cleanups_.clear();
+  cleanup_to_.reset();
   effect query;
   query.what = effect::type::send_to_vnode;
   query.to = v;
@@ -252,6 +253,7 @@ void lock_protocol::on_ok1(vp_t q, interval s) {
     attempting_ = false;
     both_locks_held(q, s);
   } else {
+    cleanup_to_ = q;
     send(q, kind::cleanup, attempt_);  // line 58; l stays true until cleanup_ack (line 66)
   }
 }
@@ -320,6 +322,7 @@ void lock_protocol::both_locks_held(vp_t q, interval s) {
   const bool taking = plan_.what == plan::action::take_half || plan_.what == plan::action::take;
   if (t.empty()) {
     aborting_ = true;  // nothing to move: free q's lock, then ours on cleanup_ack
+    cleanup_to_ = q;
     send(q, kind::cleanup, attempt_);
     return;
   }

@@ -262,14 +262,14 @@ class lock_protocol {
   vp_t partner_ = 0;       // the responder, once known
   interval partner_span_;  // S as sent in lock2
   bool aborting_ = false;  // both locks held, nothing to move: cleanup sent, own lock freed on cleanup_ack
+  // Where this attempt's cleanup went (line 58, or nothing to move) until it is acknowledged: only that node's
+  // cleanup_ack ends the attempt, not one answering the cleanup a copy's ok1 got, nor one a peer forged.
+  std::optional<vp_t> cleanup_to_;
   // Copies of a query (docs/migration.md, "Copies of a query"): only the first reply to this attempt's query
-  // answers it (replied_); the cleanup an ok1 to a copy got from here is acknowledged without ending anything
-  // (copy_cleanups_, by sender; at most max_copy_cleanups, beyond which the sender's lease frees it); a node
-  // drops a copy of a query it answered (answered_, the last max_answered, by sender and attempt).
+  // answers it (replied_); a node drops a copy of a query it answered (answered_, the last max_answered, by
+  // sender and attempt).
   bool replied_ = false;
-  std::vector<vp_t> copy_cleanups_;
   std::deque<std::pair<vp_t, std::uint64_t>> answered_;
-  static constexpr std::size_t max_copy_cleanups = 8;
   static constexpr std::size_t max_answered = 64;
   std::optional<transfer> transfer_;
   outcome outcome_ = outcome::none;

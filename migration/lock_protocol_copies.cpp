@@ -10,16 +10,14 @@
 
 namespace phoenix::migration {
 
-// Called for current messages only (decision 8): a reply to this attempt's query after its first reply, or the
-// acknowledgement of a cleanup such a reply got.
+// Called for current messages only (decision 8): a reply to this attempt's query after its first reply. The
+// cleanup_ack of the cleanup such a reply got is stale (current() takes only the one cleanup_to_ awaits).
 bool lock_protocol::is_copy(const message& m) const {
   switch (m.what) {
     case kind::lock_you_first:
     case kind::ok1:
     case kind::fail1:
       return replied_;
-    case kind::cleanup_ack:
-      return std::find(copy_cleanups_.begin(), copy_cleanups_.end(), m.from) != copy_cleanups_.end();
     default:
       return false;
   }
@@ -34,16 +32,7 @@ void lock_protocol::on_copy(const message& m) {
       send(q, kind::withdraw, m.attempt);  // q counted an invitation for it
       break;
     case kind::ok1:
-      if (copy_cleanups_.size() < max_copy_cleanups) {
-        copy_cleanups_.push_back(q);
-        send(q, kind::cleanup, m.attempt);  // q granted its lock for the copy
-      } else {  // debug: a peer that forges ok1s must not be able to fill the log
-        logger()->debug("{:x}: more than {} grants for copies of the query of attempt {}; {:x}'s lease frees it",
-                        self_, max_copy_cleanups, attempt_, q);
-      }
-      break;
-    case kind::cleanup_ack:
-      copy_cleanups_.erase(std::find(copy_cleanups_.begin(), copy_cleanups_.end(), q));
+      send(q, kind::cleanup, m.attempt);  // q granted its lock for the copy
       break;
     default:  // fail1: it ends nothing
       break;

@@ -19,8 +19,8 @@ bool lock_protocol::current(const message& m) const {
     case kind::ok2:
     case kind::fail2:
       return attempting_ && m.attempt == attempt_;
-    case kind::cleanup_ack:
-      return (attempting_ || aborting_) && m.attempt == attempt_;
+    case kind::cleanup_ack:  // from the node the cleanup went to: not the answer to a copy's, nor forged
+      return (attempting_ || aborting_) && m.attempt == attempt_ && cleanup_to_ == m.from;
     case kind::cleanup:
     case kind::give_request:
       return granted(m.from, m.attempt);

@@ -145,6 +145,10 @@ safety_variants() {
   # 1 attempt per node, exhaustive; with 2 the search passes 27 M states and the 8 GB MEMLIM (scale.dup_bitstate)
   add safety safety.dup_query pass 60 "$W -DLEASE -DDUP_QUERY -DLEASES=1 -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O1" \
     "-m10000 -q -w22 -c0" "a query delivered twice, leases, 1 attempt"
+  # a key holder forges a cleanup_ack (FORGE), copies of a query too; 1 attempt per node: with 2 the search passes
+  # 25 M states and the 8 GB MEMLIM without an error
+  add safety safety.forge pass 60 "$W -DLEASE -DDUP_QUERY -DFORGE -DLEASES=1 -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O1" \
+    "-m10000 -q -w23 -c0" "a forged cleanup_ack and a query delivered twice, leases, 1 attempt"
   add safety safety.wait_locks pass 60 "$W -DWAIT_LOCKS -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
     "no fail fast at 54, total order kept"
   add safety safety.no_order pass 60 "$W -DBUG_LOCK_ORDER -DAPPS=0" "$O1" "-m10000 -q -w22 -c0" \
@@ -202,6 +206,8 @@ bug_jobs() {
     "late state dropped after a lease"
   add bugs bug.copy_answered fail 60 "-DLEASE -DDUP_QUERY -DBUG_NO_COPY_GUARD -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O0" \
     "-m10000 -q -w22" "a query's copy answered and its reply taken"
+  add bugs bug.any_cleanup_ack fail 60 "-DLEASE -DFORGE -DBUG_ANY_CLEANUP_ACK -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O0" \
+    "-m10000 -q -w22" "a forged cleanup_ack taken for the partner's"
   add bugs bug.invited_flag_np fail 120 "-DBUG_INVITED_FLAG -DNO_PRE" "$O1" "-m10000 -q -w23" \
     "invitation a flag, no preconditions"
 }

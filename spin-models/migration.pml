@@ -32,6 +32,9 @@
  *   REORDER   a node takes any message of a link first, not only the oldest (links are FIFO otherwise)
  *   DUP_QUERY (with LEASE) the overlay may deliver one query twice: only the first reply to a query is its
  *             answer, and a node drops a copy of a query it answered. Needs CAP=5
+ *   FORGE     (with LEASE) a key holder forges one cleanup_ack with the number of some node's attempt under way, in
+ *             any other node's name, at any moment: only the one from the node its cleanup went to ends anything.
+ *             Needs a slot more in the channels (CAP=5)
  *   NO_PRE    do not assert the preconditions of the handlers and of begin() (PRE below), to see which of
  *             the properties proper a seeded bug breaks
  *   FINE_FAIRNESS  one process per ordered pair of nodes handles that link, one process per vnode delivers
@@ -95,6 +98,9 @@
  *   BUG_NO_COPY_GUARD       (DUP_QUERY) every reply to a query is taken for its answer, and every copy of a query
  *                           is answered: a second lock_you_first ends an attempt whose own lock is taken, and
  *                           the lock stays taken for good
+ *   BUG_ANY_CLEANUP_ACK     (FORGE) any cleanup_ack with the attempt's number ends it, whoever sent it and whether a
+ *                           cleanup went out or not: a forged one that comes while the initiator's lock2 is out ends
+ *                           the attempt, and the initiator's own lock stays taken for good
  * and a variant of the protocol:
  *   WAIT_LOCKS              no fail fast at line 54: an ok1 that finds the initiator's own lock taken waits
  *                           until it is free instead of answering cleanup (doc: decision 5). Verifies alone:
@@ -298,19 +304,29 @@ bool qlost[N];     /* the query of node i's attempt under way was dropped by a n
  * (DUP_QUERY: the reply to a copy of the query, from the same node or from the node that assumes the vnode by
  * then) is answered as a stale one is, and the cleanup_ack of the cleanup an ok1 copy got ends nothing */
 bool replied[N];
-byte xclean[N];    /* 1 + the node whose ok1 copy got a cleanup in the attempt under way; 0: none */
 #define REPLY_MSG(t) ((t) == lock_you_first || (t) == ok1 || (t) == fail1)
 #define REPLIED(me) replied[me] = true
 #ifndef BUG_NO_COPY_GUARD
 #define QUERY_CURRENT(me) (attempting[me] && MINE(me) && !replied[me])
-#define COPY_REPLY(me, q) ((REPLY_MSG(m_t) && replied[me]) || (m_t == cleanup_ack && xclean[me] == (q) + 1))
+#define COPY_REPLY(me, q) (REPLY_MSG(m_t) && replied[me])
 #else
 #define QUERY_CURRENT(me) (attempting[me] && MINE(me))
 #define COPY_REPLY(me, q) false
 #endif
+/* 1 + the node the cleanup of the attempt under way went to (line 58, or T empty), until it acknowledges it; 0:
+ * none. Only its cleanup_ack ends the attempt: the one a copy's ok1 led to ends nothing, and neither does one a
+ * key holder forged (FORGE) */
+byte cto[N];
+#define CLEAN_WITH(me, q) cto[me] = (q) + 1
+#ifndef BUG_ANY_CLEANUP_ACK
+#define CLEANED(me, q) (cto[me] == (q) + 1)
+#else
+#define CLEANED(me, q) true
+#endif
 #else
 #define QUERY_CURRENT(me) true
 #define REPLIED(me) skip
+#define CLEAN_WITH(me, q) skip
 #define PENDING(i) false
 #define GRANT(me) skip
 #define TRANSFER_WITH(me, q) skip
@@ -479,6 +495,31 @@ inline send(from, to, t, a, b) {
   fi
 }
 
+/* FORGE (with LEASE): a key holder forges one cleanup_ack. It carries the number of the attempt under way at node
+ * me (a query shows its number, and an incarnation numbers its attempts in sequence) and names any other node q as
+ * its sender (the source of a packet is not authenticated end to end: docs/security.md). Only a cleanup_ack from
+ * the node a cleanup of the attempt went to, not yet acknowledged, ends anything; one forged in its name ends the
+ * attempt early, and that node frees its lock on the cleanup all the same. BUG_ANY_CLEANUP_ACK: any cleanup_ack
+ * with the attempt's number ends it */
+#ifdef FORGE
+#ifndef LEASE
+#error FORGE needs LEASE: a forged message carries the number of the attempt it would end
+#endif
+bool forged;
+#define FORGE_ACK(me, q) \
+  :: d_step { ((me) < N && (q) < N && (me) != (q) && !forged && RUNS((me) % N) && \
+               (attempting[(me) % N] || phase[(me) % N] == PH_CLEANING) && nfull(LINK((q) % N, (me) % N))) -> \
+              forged = true; WITNESS(66); \
+              LINK((q) % N, (me) % N)!cleanup_ack, 0, 0, NUM((me) % N); inflight[(me) % N]++ }
+proctype Forger() {
+end:
+  do
+  FORGE_ACK(0, 1) FORGE_ACK(0, 2) FORGE_ACK(0, 3) FORGE_ACK(1, 0) FORGE_ACK(1, 2) FORGE_ACK(1, 3)
+  FORGE_ACK(2, 0) FORGE_ACK(2, 1) FORGE_ACK(2, 3) FORGE_ACK(3, 0) FORGE_ACK(3, 1) FORGE_ACK(3, 2)
+  od
+}
+#endif
+
 /* ---- disjoint cover: every vnode is assumed by exactly one node that has not finalized for good, or is in
  * transit in exactly one T ---- */
 inline check_cover() {
@@ -592,7 +633,7 @@ inline transfer(me) {
   :: m_tlo == m_thi ->
      /* T empty: end without moving anything; free the own lock on cleanup_ack */
      WITNESS(1);
-     phase[me] = PH_CLEANING;
+     phase[me] = PH_CLEANING; CLEAN_WITH(me, partner[me]);
      send(me, partner[me], cleanup, 0, 0)
   :: m_tlo < m_thi && (plan[me] == TAKE_HALF || plan[me] == TAKE_K) ->
      /* p takes: ask q to give T */
@@ -781,6 +822,7 @@ inline on_ok1(me, q, a, b) {
      /* line 58 (attempting stays true until cleanup_ack) */
      WITNESS(21);
      if :: a == b -> WITNESS(22) :: else -> skip fi;  /* an empty S (QUERY_INBOX) */
+     CLEAN_WITH(me, q);
      send(me, q, cleanup, 0, 0)
   fi
 }
@@ -813,9 +855,14 @@ inline on_cleanup_ack(me) {
      WITNESS(25);
      free_lock(me); phase[me] = PH_IDLE
   :: else ->
-     PRE(attempting[me]);
+     /* line 58's cleanup was acknowledged; the own lock was not taken for this attempt (an ok1 or a
+      * lock_you_first takes it, and either is the only reply that counts) */
+     PRE(attempting[me] && !(locked[me] && holder[me] == me));
      WITNESS(26)
   fi;
+#ifdef LEASE
+  cto[me] = 0;
+#endif
   attempting[me] = false; end_attempt(me)
 }
 
@@ -876,7 +923,7 @@ inline on_done(me) {
 #define GRANTED(me, q) (locked[me] && holder[me] == q && gnum[me] == m_c && phase[me] == PH_IDLE)
 #define CURRENT(me, q) \
   ((m_t == lock_you_first || m_t == ok1 || m_t == fail1 || m_t == ok2 || m_t == fail2) -> (attempting[me] && MINE(me)) : \
-   (m_t == cleanup_ack -> ((attempting[me] || phase[me] == PH_CLEANING) && MINE(me)) : \
+   (m_t == cleanup_ack -> ((attempting[me] || phase[me] == PH_CLEANING) && MINE(me) && CLEANED(me, q)) : \
    ((m_t == cleanup || m_t == give_request) -> GRANTED(me, q) : \
    (m_t == state -> ((phase[me] == PH_TAKING && MINE(me)) || GRANTED(me, q)) : \
    (m_t == refuse -> ((phase[me] == PH_TAKING && MINE(me)) || (phase[me] == PH_GIVING && xpart[me] == q)) : \
@@ -902,13 +949,17 @@ inline on_late_state(me, q, a, b) {
   fi
 }
 
+#define CLEANING_NOW(me) ((attempting[me] || phase[me] == PH_CLEANING) && MINE(me))
 /* a message of an attempt or grant broken by a lease: the partner frees what it holds, nothing moves (the
  * pending record may be gone already if the partner finalized or crashed after sending it: forget_gone) */
 inline on_stale(me, q) {
   if
   :: m_t == lock_you_first -> WITNESS(42); send(me, q, withdraw, 0, 0)
   :: m_t == ok1 || m_t == ok2 -> WITNESS(43); send(me, q, cleanup, 0, 0)
-  :: m_t == fail1 || m_t == fail2 || m_t == cleanup_ack -> WITNESS(44)
+  :: m_t == fail1 || m_t == fail2 || (m_t == cleanup_ack && !CLEANING_NOW(me)) -> WITNESS(44)
+  :: m_t == cleanup_ack && CLEANING_NOW(me) ->
+     /* of the attempt under way, from a node it sent no cleanup to: the cleanup a copy's ok1 got, or forged */
+     WITNESS(64)
   :: m_t == cleanup -> PRE((broken[me] & BIT(m_c)) || GONE(q) || CRASHED(q)); WITNESS(45); UNBREAK(me); send(me, q, cleanup_ack, 0, 0)
   :: m_t == give_request -> PRE((broken[me] & BIT(m_c)) || GONE(q) || CRASHED(q)); WITNESS(46); UNBREAK(me); send(me, q, refuse, 0, 0)
   :: m_t == refuse && (broken[me] & BIT(m_c)) -> UNBREAK(me)  /* no witness: needs LEASES=2 (a grant and a take) */
@@ -943,13 +994,12 @@ inline on_refuse(me) {
   WITNESS(56);
   free_lock(me); phase[me] = PH_IDLE; xpart[me] = 0
 }
-/* a second reply to the query of the attempt under way (see replied), or the cleanup_ack it led to */
+/* a second reply to the query of the attempt under way (see replied) */
 inline on_copy(me, q) {
   if
   :: m_t == lock_you_first -> WITNESS(61); send(me, q, withdraw, 0, 0)
-  :: m_t == ok1 -> PRE(xclean[me] == 0); WITNESS(62); xclean[me] = q + 1; send(me, q, cleanup, 0, 0)
+  :: m_t == ok1 -> WITNESS(62); send(me, q, cleanup, 0, 0)  /* its cleanup_ack is stale (CLEANED) */
   :: m_t == fail1 -> WITNESS(63)
-  :: m_t == cleanup_ack -> WITNESS(64); xclean[me] = 0
   fi
 }
 
@@ -1137,7 +1187,7 @@ inline begin(me) {
     vq[m_i]!QUERY_OF(me); inflight[me]++;
     attempting[me] = true;
 #ifdef LEASE
-    replied[me] = false; xclean[me] = 0;
+    replied[me] = false; cto[me] = 0;
 #endif
     m_i = 0
   }
@@ -1247,7 +1297,7 @@ inline crash(me) {
 inline lease_own(me) {
   if :: phase[me] == PH_TAKING -> WITNESS(51); broken[me] = broken[me] | BIT(NUM(me)); bpart[me] = xpart[me] :: else -> skip fi;
   if :: locked[me] && holder[me] == me -> free_lock(me) :: else -> skip fi;
-  attempting[me] = false; phase[me] = PH_IDLE; xpart[me] = 0; end_attempt(me);
+  attempting[me] = false; phase[me] = PH_IDLE; xpart[me] = 0; cto[me] = 0; end_attempt(me);
 #ifdef QUERY_INBOX
   qlost[me] = false;
 #endif
@@ -1525,6 +1575,9 @@ init {
     od;
 #else
     run Overlay();
+#endif
+#ifdef FORGE
+    run Forger();
 #endif
     run Final();
   }

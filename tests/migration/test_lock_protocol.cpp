@@ -80,7 +80,10 @@ class sim {
   // n begins an attempt (a uniform virtual node for a query to "any"); whether it did.
   bool begin(lock_protocol& n, const plan& p) {
     const auto out = n.begin(p, std::uniform_int_distribution<vp_t>(0, space - 1)(rng));
-    if (out) apply(n.self(), *out);
+    if (out) {
+      last_attempt[n.self()] = out->front().m.attempt;  // the query names it
+      apply(n.self(), *out);
+    }
     return out.has_value();
   }
   // m handed to n directly, past the network.
@@ -191,6 +194,7 @@ class sim {
   int delivered = 0;
   bool copy_queries = false;
   int copies = 0;
+  std::map<vp_t, std::uint64_t> last_attempt;  // each node's, as its query showed it
   int moves = 0;
   int expects = 0;
 };
@@ -475,13 +479,16 @@ namespace {
 // ended and every lock is free. With leases, a lease may end at any moment on any node (decision 8: stronger
 // than "only while its partner is slow"), and what a lease leaves behind ends once its partner's messages are
 // in; only late replies to an attempt abandoned by a node that then finalized may be lost, never a state.
-void random_runs(bool leases, bool copies = false) {
+// copies: queries delivered twice now and then; forge: now and then a key holder sends a node a cleanup_ack with
+// the number of its last attempt in another node's name.
+void random_runs(bool leases, bool copies = false, bool forge = false) {
   int total_moves = 0;
   int total_attempts = 0;
   int total_finalized = 0;
   int total_given_back = 0;
   std::uint64_t total_broken = 0;
   int total_copies = 0;
+  int total_forged = 0;
   // 400 seeds take 2 s here and over 20 s under ASan, where 100 still walk every handler many times.
   const std::uint64_t seeds = phoenix::test::sanitized_build ? 100 : 400;
   for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
@@ -510,6 +517,15 @@ void random_runs(bool leases, bool copies = false) {
         }
       } else if (std::uniform_int_distribution<int>(0, 150)(s.rng) == 0) {
         s.nodes[std::uniform_int_distribution<std::size_t>(0, n - 1)(s.rng)]->close();  // it will finalize
+      } else if (forge && std::uniform_int_distribution<int>(0, 30)(s.rng) == 0) {
+        const std::size_t i = std::uniform_int_distribution<std::size_t>(0, n - 1)(s.rng);
+        const std::size_t j = (i + std::uniform_int_distribution<std::size_t>(1, n - 1)(s.rng)) % n;
+        lock_protocol& victim = *s.nodes[i];
+        if (!s.gone.count(victim.self()) && s.last_attempt.count(victim.self())) {
+          s.receive(victim, message{kind::cleanup_ack, s.nodes[j]->self(), {}, 0, {},
+                                    s.last_attempt[victim.self()]});
+          ++total_forged;
+        }
       } else if (leases && std::uniform_int_distribution<int>(0, 12)(s.rng) == 0) {
         expire(*s.nodes[std::uniform_int_distribution<std::size_t>(0, n - 1)(s.rng)]);
       } else if (!s.step()) {
@@ -551,10 +567,11 @@ void random_runs(bool leases, bool copies = false) {
   MESSAGE(total_attempts << " attempts, " << total_moves << " intervals moved, " << total_finalized
                          << " nodes finalized and resumed, " << total_broken << " leases broken, "
                          << total_given_back << " late states given back, " << total_copies
-                         << " queries delivered twice");
+                         << " queries delivered twice, " << total_forged << " cleanup_acks forged");
   CHECK(total_finalized > 100);
   CHECK(total_moves > total_attempts / 10);  // the runs do move state, not only fail
   if (copies) CHECK(total_copies > static_cast<int>(seeds));
+  if (forge) CHECK(total_forged > static_cast<int>(seeds));
   if (leases) {
     CHECK(total_broken > seeds);  // about two per seed here (900 of 400, 212 of 100 in sanitized builds)
     CHECK(total_given_back > 0);
@@ -575,6 +592,10 @@ TEST_CASE("migration: with leases ending at any moment, random runs keep the cov
 
 TEST_CASE("migration: with queries delivered twice now and then, random runs keep the cover, drop no state and end every lock") {
   random_runs(true, true);
+}
+
+TEST_CASE("migration: with cleanup_acks forged in other nodes' names now and then, random runs keep the cover, drop no state and end every lock") {
+  random_runs(true, true, true);
 }
 
 TEST_CASE("migration: a second lock_you_first for one query is withdrawn and the attempt goes on, and a copy of an answered query is dropped") {
@@ -613,4 +634,60 @@ TEST_CASE("migration: a second lock_you_first for one query is withdrawn and the
   CHECK_FALSE(a.locked());
   CHECK_FALSE(b.locked());
   CHECK_FALSE(b.invitations_open());
+}
+
+TEST_CASE("migration: a cleanup_ack ends an attempt only from the node its cleanup went to, so a forged one leaves no lock taken") {
+  sim s(10, {{0, 5}, {5, 10}}, 6);
+  lock_protocol& a = *s.nodes[0];  // the smaller name: b answers its query with lock_you_first
+  lock_protocol& b = *s.nodes[1];
+  const vp_t stranger = b.self() + 1;
+  REQUIRE(s.begin(a, plan{plan::action::give, side::above, 2}));
+  const std::uint64_t n = s.flight.front().m.attempt;
+  const auto first = b.on_message(s.flight.front().m);
+  s.flight.clear();
+  REQUIRE(first.size() == 1);
+  const auto lock2 = a.on_message(first[0].m);  // a locks itself; its lock2 is out
+  REQUIRE(lock2.size() == 1);
+  CHECK(lock2[0].m.what == kind::lock2);
+  // No cleanup went out: a cleanup_ack in b's name or a stranger's, with the attempt's number, ends nothing.
+  for (const vp_t from : {b.self(), stranger}) {
+    CHECK(a.on_message(message{kind::cleanup_ack, from, {}, 0, {}, n}).empty());
+    CHECK(a.attempting());
+    CHECK(a.locked());
+  }
+  s.apply(a.self(), lock2);
+  while (s.step()) s.check_cover();
+  CHECK(a.last_outcome() == outcome::moved);
+  CHECK_FALSE(a.locked());
+  CHECK_FALSE(b.locked());
+
+}
+
+TEST_CASE("migration: after line 58 only the acknowledgement of its cleanup ends the attempt, not a forged one") {
+  sim s(10, {{0, 5}, {5, 10}, {}}, 7);
+  lock_protocol& a = *s.nodes[0];
+  lock_protocol& b = *s.nodes[1];
+  lock_protocol& c = *s.nodes[2];  // the largest name: b grants it its lock
+  REQUIRE(s.begin(b, plan{plan::action::take, side::below, 1}));
+  const message query = s.flight.front().m;
+  s.flight.clear();
+  s.receive(b, message{kind::query, c.self(), {}, 0, {}, 9});  // line 28: b is locked by c
+  REQUIRE(b.holder() == c.self());
+  const auto ok1 = a.on_message(query);  // a grants b its lock
+  REQUIRE(ok1.size() == 1);
+  REQUIRE(ok1[0].m.what == kind::ok1);
+  const auto cleanup = b.on_message(ok1[0].m);  // line 58: b is locked, so it frees a's lock
+  REQUIRE(cleanup.size() == 1);
+  CHECK(cleanup[0].m.what == kind::cleanup);
+  CHECK(cleanup[0].to == a.self());
+  CHECK(b.on_message(message{kind::cleanup_ack, c.self(), {}, 0, {}, query.attempt}).empty());
+  CHECK(b.attempting());  // c got no cleanup of this attempt
+  const auto ack = a.on_message(cleanup[0].m);
+  REQUIRE(ack.size() == 1);
+  CHECK(ack[0].m.what == kind::cleanup_ack);
+  CHECK(b.on_message(ack[0].m).empty());
+  CHECK_FALSE(b.attempting());
+  CHECK(b.last_outcome() == outcome::failed);
+  CHECK(b.holder() == c.self());  // the grant to c is untouched
+  CHECK_FALSE(a.locked());
 }
