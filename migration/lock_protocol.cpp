@@ -174,7 +174,7 @@ void lock_protocol::on_query(vp_t q, std::uint64_t n) {
     // attempt a lease ended may come back during the next. A copy of it that comes back after a reply ends
     // nothing.
     if (attempting_ && n == attempt_ && !replied_) end_attempt(outcome::failed);
-  } else if (answered_before(q, n)) {
+  } else if (answered_before(q, n) || holds_grant_for(q, n)) {
     logger()->debug("{:x}: a copy of the query of attempt {} from {:x}, answered before; dropped", self_, n, q);
   } else if (!migratable_ || closing_) {
     send(q, kind::fail1, n);  // a node with several intervals sits migration out, a closing node too
@@ -342,9 +342,13 @@ void lock_protocol::on_give_request(vp_t q, interval t, std::uint64_t n) {
   const bool at_an_end = !t.empty() && (t.lo == interval_.lo || t.hi == interval_.hi) && interval_.lo <= t.lo &&
                          t.hi <= interval_.hi && t != interval_;
   if (!at_an_end) {
+    // Not from the grant as it stands (forged, or planned on another interval): nothing is released, the grant
+    // ends, and q is told, so that neither side waits for the other.
     logger()->error(
-        "{:x}: give_request for [{}, {}) from {:x} does not fit (locked {}, holder {:x}, I [{}, {}))", self_,
-        t.lo, t.hi, q, locked_, holder_, interval_.lo, interval_.hi);
+        "{:x}: give_request for [{}, {}) from {:x} does not fit (locked {}, holder {:x}, I [{}, {})); refused",
+        self_, t.lo, t.hi, q, locked_, holder_, interval_.lo, interval_.hi);
+    free_lock();
+    send(q, kind::refuse, n);
     return;
   }
   transfer_ = transfer{t, self_, q, n};

@@ -215,6 +215,7 @@ class lock_protocol {
   bool is_copy(const message& m) const;  // a current message that answers a copy of this attempt's query
   void on_copy(const message& m);
   bool answered_before(vp_t q, std::uint64_t n);  // a copy of a query answered here; else remembers it
+  bool holds_grant_for(vp_t q, std::uint64_t n) const;  // a lock granted for (q, n), held or pending
   bool granted(vp_t q, std::uint64_t n) const {
     return locked_ && holder_ == q && q != self_ && grant_attempt_ == n && !transfer_;
   }

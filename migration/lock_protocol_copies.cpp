@@ -39,6 +39,16 @@ void lock_protocol::on_copy(const message& m) {
   }
 }
 
+// The record of answered queries is bounded, so a copy may come after its query was forgotten. While the grant
+// made for it is held (for a transfer too) or pending, the copy is dropped all the same: granted again under
+// the same number, it would make a late give_request of the first grant pass for the second's. Otherwise it
+// is answered again, and its initiator takes the reply for a copy's or a stale one.
+bool lock_protocol::holds_grant_for(vp_t q, std::uint64_t n) const {
+  if (locked_ && holder_ == q && grant_attempt_ == n) return true;
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [&](const pending_record& p) { return p.partner == q && p.attempt == n; });
+}
+
 bool lock_protocol::answered_before(vp_t q, std::uint64_t n) {
   const std::pair<vp_t, std::uint64_t> query{q, n};
   if (std::find(answered_.begin(), answered_.end(), query) != answered_.end()) return true;

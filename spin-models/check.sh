@@ -143,8 +143,8 @@ safety_variants() {
     "-m10000 -w24 -c0" "leases, a node crashes, 1 attempt"  # no -q: queries wait at a crashed node's vnodes
   # a query delivered twice (DUP_QUERY): only the first reply answers it, a copy of an answered one is dropped.
   # 1 attempt per node, exhaustive; with 2 the search passes 27 M states and the 8 GB MEMLIM (scale.dup_bitstate)
-  add safety safety.dup_query pass 60 "$W -DLEASE -DDUP_QUERY -DLEASES=1 -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O1" \
-    "-m10000 -q -w22 -c0" "a query delivered twice, leases, 1 attempt"
+  add safety safety.dup_query pass 90 "$W -DLEASE -DDUP_QUERY -DFORGET_ANSWERS -DLEASES=1 -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" \
+    "$O1" "-m10000 -q -w22 -c0" "a query delivered twice, answers forgotten, leases, 1 attempt"
   # a key holder forges a cleanup_ack (FORGE), copies of a query too; 1 attempt per node: with 2 the search passes
   # 25 M states and the 8 GB MEMLIM without an error
   add safety safety.forge pass 60 "$W -DLEASE -DDUP_QUERY -DFORGE -DLEASES=1 -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O1" \
@@ -176,7 +176,7 @@ scale_jobs() {
   add scale scale.n4_exhaustive pass 180 "$W -DN=4 -DATTEMPTS=1 -DAPPS=1" "$O1" "-m10000 -q -w23 -c0" \
     "4 nodes, 1 attempt, 1 app message, exhaustive"
   add scale scale.n4_bitstate partial 20 "-DN=4 -DAPPS=0" "$O1 -DBITSTATE" "-m10000 -q -w28" "4 nodes, 2 attempts, bitstate -w28"
-  add scale scale.dup_bitstate partial 20 "-DLEASE -DDUP_QUERY -DLEASES=1 -DCAP=5 -DV=3 -DAPPS=0" "$O1 -DBITSTATE" \
+  add scale scale.dup_bitstate partial 20 "-DLEASE -DDUP_QUERY -DFORGET_ANSWERS -DLEASES=1 -DCAP=5 -DV=3 -DAPPS=0" "$O1 -DBITSTATE" \
     "-m10000 -q -w28" "a query delivered twice, 2 attempts, bitstate"
 }
 # every seeded bug must be reported (3 nodes, default configuration)
@@ -206,6 +206,8 @@ bug_jobs() {
     "late state dropped after a lease"
   add bugs bug.copy_answered fail 60 "-DLEASE -DDUP_QUERY -DBUG_NO_COPY_GUARD -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O0" \
     "-m10000 -q -w22" "a query's copy answered and its reply taken"
+  add bugs bug.no_held_guard fail 60 "-DLEASE -DDUP_QUERY -DFORGET_ANSWERS -DBUG_NO_HELD_GUARD -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" \
+    "$O0" "-m10000 -q -w22" "a copy granted again while its first grant is pending"
   add bugs bug.any_cleanup_ack fail 60 "-DLEASE -DFORGE -DBUG_ANY_CLEANUP_ACK -DATTEMPTS=1 -DCAP=5 -DV=3 -DAPPS=0" "$O0" \
     "-m10000 -q -w22" "a forged cleanup_ack taken for the partner's"
   add bugs bug.invited_flag_np fail 120 "-DBUG_INVITED_FLAG -DNO_PRE" "$O1" "-m10000 -q -w23" \

@@ -32,6 +32,8 @@
  *   REORDER   a node takes any message of a link first, not only the oldest (links are FIFO otherwise)
  *   DUP_QUERY (with LEASE) the overlay may deliver one query twice: only the first reply to a query is its
  *             answer, and a node drops a copy of a query it answered. Needs CAP=5
+ *   FORGET_ANSWERS  (with DUP_QUERY) a node may forget the queries it answered at any moment (phoenix keeps the
+ *             last 64): a copy is still dropped while the grant made for it is held or pending
  *   FORGE     (with LEASE) a key holder forges one cleanup_ack with the number of some node's attempt under way, in
  *             any other node's name, at any moment: only the one from the node its cleanup went to ends anything.
  *             Needs a slot more in the channels (CAP=5)
@@ -98,6 +100,9 @@
  *   BUG_NO_COPY_GUARD       (DUP_QUERY) every reply to a query is taken for its answer, and every copy of a query
  *                           is answered: a second lock_you_first ends an attempt whose own lock is taken, and
  *                           the lock stays taken for good
+ *   BUG_NO_HELD_GUARD       (FORGET_ANSWERS) a copy of a query the node forgot it answered is granted again even
+ *                           while the first grant is held or pending: a late give_request of the first is taken
+ *                           for the second's and releases what does not fit
  *   BUG_ANY_CLEANUP_ACK     (FORGE) any cleanup_ack with the attempt's number ends it, whoever sent it and whether a
  *                           cleanup went out or not: a forged one that comes while the initiator's lock2 is out ends
  *                           the attempt, and the initiator's own lock stays taken for good
@@ -343,21 +348,37 @@ bool duplicated;
 /* bit n: this node answered the query of attempt n (phoenix keeps the last queries it answered): a copy of one
  * is dropped. A copy that reaches the node that answered it once would otherwise be granted again, under the
  * same attempt number, and messages of the first grant (a give_request late on its link) taken for the second's.
- * Only with DUP_QUERY: without copies no query comes twice, and the record would only tell states apart */
+ * Only with DUP_QUERY: without copies no query comes twice, and the record would only tell states apart.
+ * phoenix keeps a bounded record, so it may have forgotten the query by the time its copy comes (FORGET_ANSWERS:
+ * a node forgets what it answered, at any moment); then the copy is dropped all the same while the grant it
+ * made is held or pending (HELD_FOR), and otherwise answered again: the initiator takes that reply for a copy's
+ * or a stale one (BUG_NO_HELD_GUARD: no HELD_FOR) */
 byte answered[N];
 #ifndef BUG_NO_COPY_GUARD
 #define ANSWERED(me) (answered[me] & BIT(m_c))
 #else
 #define ANSWERED(me) false
 #endif
+#if !defined(BUG_NO_COPY_GUARD) && !defined(BUG_NO_HELD_GUARD)
+#define HELD_FOR(me, q) ((broken[me] & BIT(m_c)) || (locked[me] && holder[me] == (q) && gnum[me] == m_c))
+#else
+#define HELD_FOR(me, q) false
+#endif
 #define ANSWER(me) answered[me] = answered[me] | BIT(m_c)
 #define DUPLICATE(on, v) \
   :: d_step { (on && !duplicated && nempty(vq[v]) && nfull(vq[v])) -> \
               vq[v]?<m_i>; vq[v]!m_i; inflight[m_i / ATTEMPTS]++; duplicated = true; m_i = 0 }
+#ifdef FORGET_ANSWERS
+#define FORGET_STEP(me) :: d_step { (RUNS(me) && answered[me] != 0) -> WITNESS(67); answered[me] = 0 }
+#endif
 #else
 #define DUPLICATE(on, v)
 #define ANSWERED(me) false
+#define HELD_FOR(me, q) false
 #define ANSWER(me) skip
+#endif
+#ifndef FORGET_STEP
+#define FORGET_STEP(me)
 #endif
 
 /* ghost state, for the properties only (functions of the rest, so they add no states) */
@@ -683,6 +704,9 @@ inline on_query(me, q) {
   :: q != me && ANSWERED(me) ->
      /* DUP_QUERY: a copy of a query this node answered (first: the options of a d_step go in order) */
      WITNESS(65)
+  :: q != me && !ANSWERED(me) && HELD_FOR(me, q) ->
+     /* FORGET_ANSWERS: this node forgot it answered the query, but the grant it made for it is held or pending */
+     WITNESS(68)
   :: q != me && closing[me] ->
      /* doc: leaving in the middle: a closing node answers every query with fail1, whatever the order */
      WITNESS(8);
@@ -1427,6 +1451,7 @@ end:
 #endif
   INBOX_STEP(me)
   DROP_STEP(me)
+  FORGET_STEP(me)
   :: app_receive(me)
   od
 }

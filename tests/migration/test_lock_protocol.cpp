@@ -691,3 +691,62 @@ TEST_CASE("migration: after line 58 only the acknowledgement of its cleanup ends
   CHECK(b.holder() == c.self());  // the grant to c is untouched
   CHECK_FALSE(a.locked());
 }
+
+TEST_CASE("migration: a copy of a query whose grant is pending is dropped though the record of answered queries forgot it") {
+  sim s(10, {{0, 5}, {5, 10}}, 8);
+  lock_protocol& a = *s.nodes[0];
+  lock_protocol& b = *s.nodes[1];  // the larger name: a grants it its lock (line 28)
+  REQUIRE(s.begin(b, plan{plan::action::take, side::below, 1}));
+  const message query = s.flight.front().m;
+  s.flight.clear();
+  const auto ok1 = a.on_message(query);
+  REQUIRE(ok1.size() == 1);
+  REQUIRE(ok1[0].m.what == kind::ok1);
+  auto now = std::chrono::steady_clock::time_point{};
+  a.tick(now);
+  a.tick(now + lock_protocol::default_lease);  // the grant's lease ends: a pending grant for (b, n)
+  REQUIRE_FALSE(a.locked());
+  REQUIRE(a.pending() == 1);
+  // 64 other queries push b's out of the record of answered ones; the first is granted, then cleaned up.
+  const vp_t others = b.self() + 100;
+  for (std::uint64_t i = 0; i < 64; ++i) s.receive(a, message{kind::query, others + i, {}, 0, {}, 500 + i});
+  s.receive(a, message{kind::cleanup, others, {}, 0, {}, 500});
+  REQUIRE_FALSE(a.locked());
+  s.flight.clear();
+  CHECK(a.on_message(query).empty());  // the copy: dropped, since the grant it made is pending
+  CHECK_FALSE(a.locked());
+  // b goes on from the first ok1; its give_request finds the grant ended, and both sides are done.
+  s.apply(b.self(), b.on_message(ok1[0].m));
+  while (s.step()) s.check_cover();
+  CHECK(a.pending() == 0);
+  CHECK_FALSE(a.locked());
+  CHECK_FALSE(b.attempting());
+  CHECK_FALSE(b.locked());
+  CHECK(b.last_outcome() == outcome::failed);
+}
+
+TEST_CASE("migration: a give_request that does not fit the granted interval is refused and frees both locks") {
+  sim s(10, {{0, 5}, {5, 10}}, 9);
+  lock_protocol& a = *s.nodes[0];
+  lock_protocol& b = *s.nodes[1];
+  REQUIRE(s.begin(b, plan{plan::action::take, side::below, 1}));
+  const message query = s.flight.front().m;
+  s.flight.clear();
+  const auto ok1 = a.on_message(query);  // a grants b its lock
+  REQUIRE(a.locked());
+  const auto out = b.on_message(ok1[0].m);  // expect T, and give_request
+  const auto give_request = std::find_if(out.begin(), out.end(), [](const effect& e) {
+    return e.m.what == kind::give_request;
+  });
+  REQUIRE(give_request != out.end());
+  message misfit = give_request->m;
+  misfit.span = {1, 3};  // inside a's [0, 5) but at neither end
+  const auto refused = a.on_message(misfit);
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].m.what == kind::refuse);
+  CHECK_FALSE(a.locked());
+  CHECK(a.current() == interval{0, 5});
+  CHECK(b.on_message(refused[0].m).empty());
+  CHECK_FALSE(b.locked());
+  CHECK_FALSE(b.attempting());
+}
