@@ -54,7 +54,7 @@ struct spec {
   // stops itself with SIGSTOP, at most `pauses` times; the parent resumes it after `pause_for`.
   int pauses = 0;
   std::chrono::milliseconds pause_for{1500};
-  // The crash test: SIGKILLs during the chaos, the kinds in turn: an owner, a migration partner, a relay. The
+  // The crash test: SIGKILLs during the chaos, the kinds in turn: a migration partner, an owner, a relay. The
   // nodes then adopt orphaned intervals after `orphan_after`, and give up a migration whose partner is silent
   // after `migration_lease` (Config::orphan_after_ms, migration_lease_ms); without kills the defaults apply.
   int kills = 0;
