@@ -54,7 +54,7 @@ void lock_protocol::end_attempt(outcome o) {
 
 // --- Figure 2 -----------------------------------------------------------------------------------------------
 
-std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode) {
+std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode, std::uint64_t number) {
   if (locked_ || attempting_ || !migratable_ || closing_) return std::nullopt;  // lines 9, 12, 15: s = FREE, not l
   vp_t v = 0;
   side where = p.where;
@@ -70,7 +70,7 @@ std::optional<effects> lock_protocol::begin(const plan& p, vp_t any_vnode) {
   }
   plan_ = p;
   side_ = where;
-  attempt_ = next_attempt_++;
+  attempt_ = number != 0 ? number : next_attempt_++;
   partner_ = 0;
   partner_span_ = {};
   aborting_ = false;
@@ -390,9 +390,17 @@ state_verdict lock_protocol::state_complete(vp_t from, interval t, std::uint64_t
                           granted(from, n);
   if (taking_now && !acceptable(t)) {
     // The paper's assertion, before anything is unpacked: not adjacent to this node's interval (a partner that
-    // planned on something else, or a forged state). Refused by the host; the lock stays until its lease.
+    // planned on something else, or an interval that changed under the lock). Refused by the host, and the giver
+    // takes it back; what this node held for it ends here, since nothing more will come for it.
     logger()->error("{:x}: [{}, {}) from {:x} is not adjacent to [{}, {}); refused", self_, t.lo, t.hi, from,
                     interval_.lo, interval_.hi);
+    if (granted(from, n)) {
+      free_lock();
+    } else {
+      transfer_.reset();
+      if (locked_ && holder_ == self_) free_lock();
+      end_attempt(outcome::failed);
+    }
     return state_verdict::ignore;
   }
   if (transfer_ && transfer_->attempt == n && transfer_->what == t && !transfer_->complete) {

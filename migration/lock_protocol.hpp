@@ -82,15 +82,18 @@ class lock_protocol {
   // Pending grants and takes kept at once; past it the oldest is forgotten (a state for it is then refused).
   static constexpr std::size_t max_pending = 64;
 
-  // first_attempt: the number of this incarnation's first attempt (the host draws it at random, so that an old
-  // incarnation's late messages name none of the new one's attempts).
+  // first_attempt: the number of this incarnation's first attempt, the next ones following it, for attempts
+  // begun without a number of their own (begin).
   lock_protocol(vp_t self, vp_t space_size, std::uint64_t first_attempt = 1,
                 std::chrono::nanoseconds lease = default_lease);
 
   // Figure 2 (lines 8-18): starts an attempt if this node's lock is free and no attempt of its own is
   // outstanding, and the plan's side lies inside V; nullopt otherwise. `any_vnode` is where the query goes when
-  // this node assumes nothing (line 10): the host draws it uniformly from [0, L).
-  [[nodiscard]] std::optional<effects> begin(const plan& p, vp_t any_vnode);
+  // this node assumes nothing (line 10): the host draws it uniformly from [0, L). `number` names the attempt in
+  // all its messages; the host draws each at random (in [1, 2^63)), so that a late message of an earlier
+  // attempt or incarnation names none of this one, and a peer that does not see the attempt's messages cannot
+  // forge one of them. 0: the next of the sequence from first_attempt.
+  [[nodiscard]] std::optional<effects> begin(const plan& p, vp_t any_vnode, std::uint64_t number = 0);
 
   // One handler per message (Figure 3 and the transfer). Messages of the state stream (state_begin,
   // state_chunk, state_ack) belong to the host and are ignored here.
@@ -134,6 +137,9 @@ class lock_protocol {
     std::erase_if(pending_, [&](const pending_record& p) { return p.partner == node; });
   }
   std::uint64_t leases_broken() const { return leases_broken_; }
+  // Forgets which queries this node answered, as the bounded record does with the oldest when a peer floods it
+  // (the random runs forget at any moment, as the model's FORGET_ANSWERS does).
+  void forget_answers() { answered_.clear(); }
 
   // The interval the node assumes, kept in step by the host when the application assumes or releases outside
   // the protocol; nullopt when the node assumes several intervals, which makes it sit migration out (it

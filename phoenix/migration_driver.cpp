@@ -49,7 +49,10 @@ void migration_driver::send_message(vp_t dest, const message& m) {
 }
 
 bool migration_driver::begin(const migration::plan& p) {
-  const auto effects = protocol_.begin(p, std::uniform_int_distribution<vp_t>(0, space_size_ - 1)(rng_));
+  // A fresh random number per attempt (lock_protocol::begin): only who sees the attempt's messages can name it.
+  const std::uint64_t number = std::max<std::uint64_t>(1, random_seed() >> 1);
+  const auto effects =
+      protocol_.begin(p, std::uniform_int_distribution<vp_t>(0, space_size_ - 1)(rng_), number);
   if (effects) apply(*effects);
   return effects.has_value();
 }
@@ -154,10 +157,12 @@ void migration_driver::send_chunks(outgoing& o) {
 }
 
 // The taker refused a state this node released to it (it had nothing left that expects it): nothing of it was
-// assumed there, so it comes back here, from the bytes still kept, as a state given back would.
+// assumed there, so it comes back here, from the bytes still kept, as a state given back would. Only a refusal
+// that names the state (refuse_state) does: the lock protocol's refuse, which answers a give_request, names
+// none, and one forged in the taker's name while the state is on its way must not make two owners of it.
 bool migration_driver::take_back(const message& refuse) {
   const auto o = std::find_if(out_.begin(), out_.end(), [&](const outgoing& x) {
-    return !x.back && x.taker == refuse.from && x.attempt == refuse.attempt;
+    return !x.back && x.taker == refuse.from && x.attempt == refuse.attempt && x.what == refuse.span;
   });
   if (o == out_.end() || protocol_.releasing_to() != refuse.from) return false;
   logger()->warn("{}: {:x} refused [{}, {}): taking it back", name_, refuse.from, o->what.lo, o->what.hi);

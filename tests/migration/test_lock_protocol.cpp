@@ -479,7 +479,7 @@ namespace {
 // ended and every lock is free. With leases, a lease may end at any moment on any node (decision 8: stronger
 // than "only while its partner is slow"), and what a lease leaves behind ends once its partner's messages are
 // in; only late replies to an attempt abandoned by a node that then finalized may be lost, never a state.
-// copies: queries delivered twice now and then; forge: now and then a key holder sends a node a cleanup_ack with
+// copies: queries delivered twice now and then, and a node forgets which it answered; forge: now and then a key holder sends a node a cleanup_ack with
 // the number of its last attempt in another node's name.
 void random_runs(bool leases, bool copies = false, bool forge = false) {
   int total_moves = 0;
@@ -517,6 +517,8 @@ void random_runs(bool leases, bool copies = false, bool forge = false) {
         }
       } else if (std::uniform_int_distribution<int>(0, 150)(s.rng) == 0) {
         s.nodes[std::uniform_int_distribution<std::size_t>(0, n - 1)(s.rng)]->close();  // it will finalize
+      } else if (copies && std::uniform_int_distribution<int>(0, 40)(s.rng) == 0) {
+        s.nodes[std::uniform_int_distribution<std::size_t>(0, n - 1)(s.rng)]->forget_answers();
       } else if (forge && std::uniform_int_distribution<int>(0, 30)(s.rng) == 0) {
         const std::size_t i = std::uniform_int_distribution<std::size_t>(0, n - 1)(s.rng);
         const std::size_t j = (i + std::uniform_int_distribution<std::size_t>(1, n - 1)(s.rng)) % n;
@@ -749,4 +751,24 @@ TEST_CASE("migration: a give_request that does not fit the granted interval is r
   CHECK(b.on_message(refused[0].m).empty());
   CHECK_FALSE(b.locked());
   CHECK_FALSE(b.attempting());
+}
+
+TEST_CASE("migration: a state that is not adjacent when it arrives is refused, and the grant it came for ends with nothing pending") {
+  sim s(10, {{0, 5}, {5, 10}}, 10);
+  lock_protocol& a = *s.nodes[0];
+  lock_protocol& b = *s.nodes[1];
+  REQUIRE(s.begin(b, plan{plan::action::give, side::below, 2}));
+  const message query = s.flight.front().m;
+  s.flight.clear();
+  REQUIRE(a.on_message(query).size() == 1);  // a grants b its lock (line 28)
+  REQUIRE(a.holder() == b.self());
+  a.set_interval(interval{0, 3});  // a's interval changed under the lock
+  effects none;
+  CHECK(a.state_complete(b.self(), interval{5, 7}, query.attempt, none) == state_verdict::ignore);
+  CHECK_FALSE(a.locked());
+  auto now = std::chrono::steady_clock::time_point{};
+  a.tick(now);
+  a.tick(now + lock_protocol::default_lease);
+  CHECK(a.pending() == 0);
+  CHECK_FALSE(a.involved());
 }

@@ -390,3 +390,48 @@ TEST_CASE("migration driver: a forged chunk index outside the state is refused, 
   REQUIRE(taker->unpacked.size() == 1);
   CHECK(taker->unpacked[0] == pattern(bytes, 50));
 }
+
+TEST_CASE("migration driver: a refuse that names no state does not take back a state on its way, so it is assumed once") {
+  const std::size_t bytes = 2 * migration_driver::chunk_bytes;
+  test_net net;
+  auto [giver, taker] = take_half_below(net, bytes);
+  deliver_until(net, [](const sent& s) { return s.what == kind::state_chunk; });  // state_begin taken
+  const auto& chunk = net.in_flight.front();
+  const auto real = migration::decode(chunk.pkt.body);
+  REQUIRE(real);
+  // The lock protocol's refuse (an answer to a give_request) in the taker's name, with the attempt's number.
+  migration::message refuse;
+  refuse.what = kind::refuse;
+  refuse.from = taker->driver->protocol().self();
+  refuse.attempt = real->attempt;
+  phoenix::overlay::packet p = chunk.pkt;
+  p.source = refuse.from;
+  p.dest = giver->driver->protocol().self();
+  p.body = migration::encode(refuse);
+  net.deliver({p.dest, std::move(p), kind::refuse});
+  net.run([](const sent&) { return false; });
+  REQUIRE(taker->unpacked.size() == 1);
+  CHECK(taker->unpacked[0] == pattern(bytes, 50));
+  CHECK(giver->unpacked.empty());  // not taken back: the taker assumes it alone
+  giver->progress.call([&] { CHECK_FALSE(giver->driver->protocol().locked()); });
+}
+
+TEST_CASE("migration driver: each attempt's number is drawn at random, not the one after the last") {
+  test_net net;
+  auto [giver, taker] = take_half_below(net, 100);
+  const auto query_number = [&] {
+    const auto q = std::find_if(net.in_flight.begin(), net.in_flight.end(),
+                                [](const sent& s) { return s.what == kind::query; });
+    REQUIRE(q != net.in_flight.end());
+    return migration::decode(q->pkt.body)->attempt;
+  };
+  const std::uint64_t first = query_number();
+  net.run([](const sent&) { return false; });
+  REQUIRE(taker->progress.call(
+      [&] { return taker->driver->begin({migration::plan::action::take_half, migration::side::below}); }));
+  const std::uint64_t second = query_number();
+  CHECK(first != 0);
+  CHECK(second != 0);
+  CHECK(second != first + 1);  // a peer that saw one attempt cannot name the next (fails 1 time in 2^63)
+  CHECK(second != first);
+}
