@@ -380,8 +380,7 @@ bool lock_protocol::expects_state(vp_t from, interval t, std::uint64_t n) const 
     if (transfer_->giver == self_ && transfer_->taker == from && transfer_->released) return true;  // it comes back
   }
   if (granted(from, n)) return true;  // the initiator gives to us
-  return std::any_of(pending_.begin(), pending_.end(),
-                     [&](const pending_record& p) { return p.partner == from && p.attempt == n; });
+  return has_pending(from, n);
 }
 
 state_verdict lock_protocol::state_complete(vp_t from, interval t, std::uint64_t n, effects& out) {
@@ -397,9 +396,7 @@ state_verdict lock_protocol::state_complete(vp_t from, interval t, std::uint64_t
     if (granted(from, n)) {
       free_lock();
     } else {
-      transfer_.reset();
-      if (locked_ && holder_ == self_) free_lock();
-      end_attempt(outcome::failed);
+      abandon_take();
     }
     return state_verdict::ignore;
   }
@@ -508,6 +505,10 @@ void lock_protocol::on_done(vp_t, interval t, std::uint64_t) {
 // The responder had broken its grant before the give_request came: nothing was released, the attempt failed.
 void lock_protocol::on_refuse(vp_t q) {
   logger()->info("{:x}: {:x} refused the give_request of attempt {}: its grant had ended", self_, q, attempt_);
+  abandon_take();
+}
+
+void lock_protocol::abandon_take() {
   transfer_.reset();
   if (locked_ && holder_ == self_) free_lock();
   end_attempt(outcome::failed);

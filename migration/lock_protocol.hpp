@@ -230,6 +230,7 @@ class lock_protocol {
   void break_grant();
   void add_pending(vp_t partner, std::uint64_t n);
   bool end_pending(vp_t partner, std::uint64_t n);  // whether there was one
+  bool has_pending(vp_t partner, std::uint64_t n) const;
   void free_lock();
 
   bool adjacent_as_intended(interval s) const;  // lines 34 and 54
@@ -237,6 +238,7 @@ class lock_protocol {
   interval plan_interval(interval s) const;     // T, from I and S
   void absorb(interval t);                      // I = I + t, t adjacent to I (or I empty)
   void end_attempt(outcome o);
+  void abandon_take();  // the own take gets no state: its lock is freed and the attempt fails
   void send(vp_t to, kind k, std::uint64_t n, interval span = {});
   void order(effect::type what, vp_t partner, interval t, std::uint64_t n);  // give or expect
   effects take_effects() { return std::exchange(effects_, {}); }

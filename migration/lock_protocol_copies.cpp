@@ -44,9 +44,7 @@ void lock_protocol::on_copy(const message& m) {
 // the same number, it would make a late give_request of the first grant pass for the second's. Otherwise it
 // is answered again, and its initiator takes the reply for a copy's or a stale one.
 bool lock_protocol::holds_grant_for(vp_t q, std::uint64_t n) const {
-  if (locked_ && holder_ == q && grant_attempt_ == n) return true;
-  return std::any_of(pending_.begin(), pending_.end(),
-                     [&](const pending_record& p) { return p.partner == q && p.attempt == n; });
+  return (locked_ && holder_ == q && grant_attempt_ == n) || has_pending(q, n);
 }
 
 bool lock_protocol::answered_before(vp_t q, std::uint64_t n) {

@@ -151,6 +151,11 @@ void lock_protocol::add_pending(vp_t partner, std::uint64_t n) {
   }
 }
 
+bool lock_protocol::has_pending(vp_t partner, std::uint64_t n) const {
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [&](const pending_record& p) { return p.partner == partner && p.attempt == n; });
+}
+
 bool lock_protocol::end_pending(vp_t partner, std::uint64_t n) {
   const auto it = std::find_if(pending_.begin(), pending_.end(),
                                [&](const pending_record& p) { return p.partner == partner && p.attempt == n; });

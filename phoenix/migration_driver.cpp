@@ -28,7 +28,7 @@ migration_driver::migration_driver(std::string name, vp_t self, vp_t space_size,
                                    lease_config leases)
     : name_(std::move(name)),
       ops_(std::move(ops)),
-      protocol_(self, space_size, random_seed() >> 1, leases.lease),  // >> 1: far from wrapping
+      protocol_(self, space_size, 1, leases.lease),  // begin() draws each attempt's number
       rng_(random_seed()),
       space_size_(space_size),
       leases_(leases) {}
