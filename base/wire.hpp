@@ -37,6 +37,19 @@ constexpr T load_le(const std::byte* in) {
 }
 
 class writer {
+  // Defined before the members that call them: clang 14 evaluates a constexpr call only to a template already
+  // defined at that point of the class.
+  template <typename T>
+  constexpr writer& put_le(T v) {
+    for (std::size_t i = 0; i < sizeof(T); ++i) buf_.push_back(static_cast<std::byte>(v >> (8 * i)));
+    return *this;
+  }
+  template <typename T>
+  constexpr void patch_le(std::size_t offset, T v) {
+    assert(offset <= buf_.size() && sizeof(T) <= buf_.size() - offset);
+    for (std::size_t i = 0; i < sizeof(T); ++i) buf_[offset + i] = static_cast<std::byte>(v >> (8 * i));
+  }
+
  public:
   constexpr writer() = default;
   // Continue appending to `buf` (its existing bytes are kept).
@@ -62,17 +75,6 @@ class writer {
   constexpr std::vector<std::byte> take() && { return std::move(buf_); }
 
  private:
-  template <typename T>
-  constexpr writer& put_le(T v) {
-    for (std::size_t i = 0; i < sizeof(T); ++i) buf_.push_back(static_cast<std::byte>(v >> (8 * i)));
-    return *this;
-  }
-  template <typename T>
-  constexpr void patch_le(std::size_t offset, T v) {
-    assert(offset <= buf_.size() && sizeof(T) <= buf_.size() - offset);
-    for (std::size_t i = 0; i < sizeof(T); ++i) buf_[offset + i] = static_cast<std::byte>(v >> (8 * i));
-  }
-
   std::vector<std::byte> buf_;
 };
 

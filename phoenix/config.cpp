@@ -92,7 +92,9 @@ std::string read_key(const Context& ctx, const std::string& name, const ConfigKe
 // the table in errors, e.g. "node.a.".
 std::string apply_table(const Context& ctx, const toml::value& table, std::string_view prefix, bool top_level,
                         Config& config, Pending& pending) {
-  for (const auto& [key, v] : entries_in_file_order(table)) {
+  for (const auto& entry : entries_in_file_order(table)) {
+    const auto& key = entry.first;
+    const auto& v = entry.second;
     const std::string name = std::string(prefix) + key;
     const auto k =
         std::find_if(kConfigKeys.begin(), kConfigKeys.end(), [&](const ConfigKey& r) { return r.name == key; });

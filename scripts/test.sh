@@ -5,22 +5,26 @@
 #
 #   scripts/test.sh            everything
 #   STAGES="release asan" scripts/test.sh     a subset (release asan tsan fuzz install)
+#
+# On two cores the test phases leave much of the machine idle (multi-process tests wait on timers and
+# sockets), while the builds and the SPIN model checks keep both cores busy. So, with the release stage:
+#   - the SPIN checks (spin.all) start at once, at the lowest priority (nice 19), and take what is left over;
+#   - once the release build is done, the sanitizer and fuzz builds go on in the background (nice 10) while
+#     the release tests run, and each later stage waits for its own build.
+# Tests always run at normal priority. Logs of the background work are in build/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
 stages=${STAGES:-"release asan tsan fuzz install"}
 fuzz_seconds=${PHOENIX_FUZZ_SECONDS:-20}
+logs=$root/build/logs
 
-started=$SECONDS
 # Tests that measure the process's memory (RSS, malloc's heap in use), where a sanitizer's allocator keeps
 # memory of its own, and the test that runs the process out of descriptors, which UBSan needs for its own checks
 # (it probes memory through a pipe): they run in the release stage only.
 no_sanitizer='resources: 1,000 silent connections|resources: memory of 1,000 connections|resources: accept failing'
-stage() { printf '\n==== %s (at %ds) ====\n' "$*" $((SECONDS - started)); }
-
-stage "setup"
-scripts/setup.sh
+fuzz_harnesses=(frame_decoder route_message handshake frame_auth)
 
 # Line tables only (-g1): sanitizer reports and backtraces keep their files and lines, while full debug
 # information, which took a quarter to half of the compile time of the larger files, is left out.
@@ -31,52 +35,137 @@ lines_only=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_
 # spdlog, toml11 and CLI11 are parsed and their inline code generated once per batch of files, not once per
 # file. On 2 cores the ASan build of sanitizer_tests took 210 s instead of 304 s, and a clean release build 322 s
 # instead of 434 s. The dev preset builds one object per file (missing includes show there).
-
 configure() {  # dir, extra cmake args...
   local dir=$1; shift
   cmake -S "$root" -B "$dir" -G Ninja -DPHOENIX_WERROR=ON "${lines_only[@]}" "$@" >/dev/null
 }
 
+# build STAGE: configures and builds what the stage's tests need. Returns non-zero on the first failure.
+build() {
+  case $1 in
+    release)
+      # No debug information here: nothing in this stage reads it, and it costs compile time.
+      configure build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
+          -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" &&
+        cmake --build build/release -j "$jobs" ;;
+    asan)
+      configure build/asan -DCMAKE_BUILD_TYPE=Debug -DPHOENIX_SANITIZER=address -DPHOENIX_BUILD_BENCH=OFF &&
+        cmake --build build/asan -j "$jobs" --target sanitizer_tests ;;  # what the labels of its stage run
+    tsan)
+      # -O1: TSan's own checks dominate the run time; -O2 took 1.5 times as long to compile. Only what the
+      # labels unit and integration run (tests/CMakeLists.txt): not the pure cores, the applications or the shell.
+      configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_SANITIZER=thread -DPHOENIX_BUILD_BENCH=OFF \
+          -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" &&
+        cmake --build build/tsan -j "$jobs" --target runtime_tests ;;
+    fuzz)
+      CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_BUILD_FUZZ=ON \
+          -DPHOENIX_BUILD_TESTS=OFF -DPHOENIX_BUILD_BENCH=OFF &&
+        cmake --build build/fuzz -j "$jobs" --target "${fuzz_harnesses[@]/#/fuzz_}" ;;
+    install) ;;
+    *) echo "unknown stage $1" >&2; return 2 ;;
+  esac
+}
+
+# Internal: the background builds (see the header), one stage after another; each leaves its log and status.
+if [ -n "${PHOENIX_BACKGROUND_BUILDS:-}" ]; then
+  for s in $PHOENIX_BACKGROUND_BUILDS; do
+    if build "$s" >"$logs/build-$s.log" 2>&1; then status=0; else status=1; fi
+    echo "$status" >"$logs/build-$s.status.new" && mv "$logs/build-$s.status.new" "$logs/build-$s.status"
+  done
+  exit 0
+fi
+
+started=$SECONDS
+stage() { printf '\n==== %s (at %ds) ====\n' "$*" $((SECONDS - started)); }
+has_stage() { [[ " $stages " == *" $1 "* ]]; }
+for s in $stages; do
+  case $s in release|asan|tsan|fuzz|install) ;; *) echo "unknown stage $s" >&2; exit 2 ;; esac
+done
+
+# Background work runs in process groups of its own, ended on any exit. Not in sessions of their own (setsid):
+# Linux schedules each session as one group (autogroup), in which nice would weigh nothing against the tests.
+background=()
+end_background() { for g in "${background[@]}"; do kill -TERM -- "-$g" 2>/dev/null || true; done; }
+trap end_background EXIT
+trap 'exit 130' INT TERM
+
+stage "setup"
+scripts/setup.sh
+rm -rf "$logs" && mkdir -p "$logs"
+
+if has_stage release; then
+  set -m  # job control: a process group of its own, in this session (see background above)
+  nice -n 19 bash -c 'spin-models/check.sh all >"$1/spin.log" 2>&1; echo $? >"$1/spin.new"; mv "$1/spin.new" "$1/spin.status"' \
+    _ "$logs" &
+  spin=$!
+  set +m
+  background+=("$spin")
+fi
+builder="" queued=""
+# wait_for_build STAGE: the stage's background build if one was started, else the build in the foreground.
+wait_for_build() {
+  if [ -n "$builder" ] && [[ " $queued " == *" $1 "* ]]; then
+    while [ ! -f "$logs/build-$1.status" ]; do
+      kill -0 "$builder" 2>/dev/null || [ -f "$logs/build-$1.status" ] ||
+        { echo "the background builds ended before the $1 build" >&2; exit 1; }
+      sleep 2
+    done
+    echo "(built in the background: $logs/build-$1.log)"
+    if [ "$(cat "$logs/build-$1.status")" != 0 ]; then
+      tail -60 "$logs/build-$1.log"
+      echo "the $1 build failed; its whole log is $logs/build-$1.log" >&2
+      exit 1
+    fi
+  else
+    build "$1"
+  fi
+}
+
 for s in $stages; do
   case $s in
     release)
-      stage "release build and every test"
-      # No debug information here: nothing in this stage reads it, and it costs compile time.
-      configure build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
-        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG"
-      cmake --build build/release -j "$jobs"
-      ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 300
+      stage "release build"
+      build release
+      queued=""
+      for later in asan tsan fuzz; do has_stage "$later" && queued+=" $later"; done
+      if [ -n "$queued" ]; then
+        set -m
+        PHOENIX_BACKGROUND_BUILDS="$queued" nice -n 10 "$root/scripts/test.sh" </dev/null &
+        builder=$!
+        set +m
+        background+=("$builder")
+        echo "(building in the background at nice 10:$queued)"
+      fi
+      stage "release tests (the SPIN checks run beside them, at nice 19)"
+      ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 300 -LE spin
       ;;
     asan)
       stage "ASan+UBSan build of the runtime and application tests"
-      configure build/asan -DCMAKE_BUILD_TYPE=Debug -DPHOENIX_SANITIZER=address -DPHOENIX_BUILD_BENCH=OFF
-      cmake --build build/asan -j "$jobs" --target sanitizer_tests  # what the labels below run
+      wait_for_build asan
+      stage "ASan+UBSan tests"
       # The five longest application runs take 1-2 minutes each at -O0 under ASan: the release stage runs them;
       # here the apps' unit tests (pivoting, migration of records included) and their shorter cluster runs do.
       slow='raytrace: tiles rendered across|isort: a node joins|lu: a node joins|lu: three processes'
       slow+='|spawned raytrace'
       slow+="|$no_sanitizer"
-      ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration|apps' -E "$slow"
+      ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 600 -L 'core|unit|integration|apps' \
+        -E "$slow"
       ;;
     tsan)
       stage "TSan build of the runtime tests"
-      configure build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_SANITIZER=thread -DPHOENIX_BUILD_BENCH=OFF
-      # Only what the labels unit and integration run (tests/CMakeLists.txt): the applications' programs, the
-      # shell and their tests are the release and ASan stages'.
-      cmake --build build/tsan -j "$jobs" --target runtime_tests
+      wait_for_build tsan
+      stage "TSan tests"
       TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
         ctest --test-dir build/tsan --output-on-failure -j "$jobs" --timeout 600 -L 'unit|integration' \
         -E "$no_sanitizer"
       ;;
     fuzz)
-      harnesses=(frame_decoder route_message handshake frame_auth)
-      stage "libFuzzer: ${fuzz_seconds}s per harness, ${#harnesses[@]} harnesses"
-      CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHOENIX_BUILD_FUZZ=ON \
-        -DPHOENIX_BUILD_TESTS=OFF -DPHOENIX_BUILD_BENCH=OFF
-      cmake --build build/fuzz -j "$jobs" --target "${harnesses[@]/#/fuzz_}"
+      stage "libFuzzer build"
+      wait_for_build fuzz
+      stage "libFuzzer: ${fuzz_seconds}s per harness, ${#fuzz_harnesses[@]} harnesses"
       # The harnesses run side by side, one per core: each fuzzes on one thread.
-      for ((first = 0; first < ${#harnesses[@]}; first += jobs)); do
-        batch=("${harnesses[@]:first:jobs}")
+      for ((first = 0; first < ${#fuzz_harnesses[@]}; first += jobs)); do
+        batch=("${fuzz_harnesses[@]:first:jobs}")
         pids=()
         for h in "${batch[@]}"; do
           corpus=build/fuzz/corpus_$h
@@ -113,7 +202,16 @@ for s in $stages; do
       build/consumer/c_consumer
       rm -rf "$prefix"
       ;;
-    *) echo "unknown stage $s" >&2; exit 2 ;;
   esac
 done
+
+if has_stage release; then
+  stage "SPIN model checks (spin.all, run in the background since the start)"
+  while [ ! -f "$logs/spin.status" ]; do
+    kill -0 "$spin" 2>/dev/null || [ -f "$logs/spin.status" ] || { echo "the SPIN checks ended without a result" >&2; exit 1; }
+    sleep 2
+  done
+  cat "$logs/spin.log"
+  if [ "$(cat "$logs/spin.status")" != 0 ]; then echo "the SPIN model checks failed" >&2; exit 1; fi
+fi
 stage "all stages passed: $stages"

@@ -271,7 +271,9 @@ void Sorter::announce_totals() {
       if (s.counted.complete() && !s.announced) complete[g].push_back(j);
     }
   }
-  for (const auto& [g, buckets] : complete) {
+  for (const auto& entry : complete) {  // named, not bound: a lambda below uses them
+    const std::uint64_t g = entry.first;
+    const std::vector<std::uint32_t>& buckets = entry.second;
     for_each_run(
         buckets, [](std::uint32_t j) { return j; },
         [&](std::size_t begin, std::size_t end) {
@@ -304,7 +306,8 @@ void Sorter::rank_ready() {
     ranked[g].push_back(records_.at(j).rank(g));
     stats_.keys_ranked += ranked[g].back().keys;
   }
-  for (const auto& [g, buckets] : ranked) {
+  for (const auto& entry : ranked) {
+    const std::vector<RankedBucket>& buckets = entry.second;
     for_each_run(
         buckets, [](const RankedBucket& b) { return b.bucket; },
         [&](std::size_t begin, std::size_t end) {

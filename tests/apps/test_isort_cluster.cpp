@@ -54,7 +54,9 @@ launch::ClusterOutcome run_sort(const NpbClass& c, std::uint32_t rounds, launch:
 }
 
 void check_no_errors(const StatsByNode& stats) {
-  for (const auto& [index, s] : stats) {
+  for (const auto& entry : stats) {  // named, not bound: INFO captures it in a lambda
+    const auto& index = entry.first;
+    const auto& s = entry.second;
     INFO("node process " << index);
     CHECK(s.bad_messages == 0);
     CHECK(s.send_errors == 0);

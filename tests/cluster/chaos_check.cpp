@@ -201,7 +201,9 @@ hops read_hops(const spec& s, const std::filesystem::path& dir) {
   hops h;
   h.messages.resize(static_cast<std::size_t>(s.origins) * static_cast<std::size_t>(s.messages));
   for (const bool receipts : {false, true}) {
-    for (const auto& [child, path] : files(dir, receipts ? "receipts-" : "sent-")) {
+    for (const auto& file : files(dir, receipts ? "receipts-" : "sent-")) {
+      const std::string& child = file.first;  // named, not bound: the lambda below uses it
+      const auto& path = file.second;
       const auto id =
           static_cast<std::size_t>(std::find(h.children.begin(), h.children.end(), child) - h.children.begin());
       if (id == h.children.size()) h.children.push_back(child);

@@ -5,27 +5,27 @@
 using namespace phoenix::overlay;
 
 TEST_CASE("address: tcp and ssh forms parse and print back") {
-  auto a = parse_address("tcp://127.0.0.1:4000");
-  REQUIRE(a);
-  CHECK(a->host == "127.0.0.1");
-  CHECK(a->port == 4000);
-  CHECK(a->to_string() == "tcp://127.0.0.1:4000");
-  a = parse_address("tcp://[::1]:0");
-  REQUIRE(a);
-  CHECK(a->host == "::1");
-  CHECK(a->to_string() == "tcp://[::1]:0");
-  a = parse_address("ssh://alice@gw.example:2222/10.0.0.5:7000");
-  REQUIRE(a);
-  CHECK(a->scheme == address::scheme_t::ssh);
-  CHECK(a->ssh_user == "alice");
-  CHECK(a->ssh_gateway == "gw.example");
-  CHECK(a->ssh_port == 2222);
-  CHECK(a->host == "10.0.0.5");
-  CHECK(a->port == 7000);
-  CHECK(a->to_string() == "ssh://alice@gw.example:2222/10.0.0.5:7000");
-  a = parse_address("ssh://gw/h:1");
-  REQUIRE(a);
-  CHECK(a->ssh_port == 22);
+  auto parsed = parse_address("tcp://127.0.0.1:4000");
+  REQUIRE(parsed);
+  CHECK(parsed->host == "127.0.0.1");
+  CHECK(parsed->port == 4000);
+  CHECK(parsed->to_string() == "tcp://127.0.0.1:4000");
+  parsed = parse_address("tcp://[::1]:0");
+  REQUIRE(parsed);
+  CHECK(parsed->host == "::1");
+  CHECK(parsed->to_string() == "tcp://[::1]:0");
+  parsed = parse_address("ssh://alice@gw.example:2222/10.0.0.5:7000");
+  REQUIRE(parsed);
+  CHECK(parsed->scheme == address::scheme_t::ssh);
+  CHECK(parsed->ssh_user == "alice");
+  CHECK(parsed->ssh_gateway == "gw.example");
+  CHECK(parsed->ssh_port == 2222);
+  CHECK(parsed->host == "10.0.0.5");
+  CHECK(parsed->port == 7000);
+  CHECK(parsed->to_string() == "ssh://alice@gw.example:2222/10.0.0.5:7000");
+  parsed = parse_address("ssh://gw/h:1");
+  REQUIRE(parsed);
+  CHECK(parsed->ssh_port == 22);
 }
 
 TEST_CASE("address: bad forms are rejected with a reason") {

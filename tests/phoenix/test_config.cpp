@@ -181,7 +181,9 @@ TEST_CASE("config: shipped examples load and validate for every node") {
     // Every peer is another node of the file, and the links connect all nodes (the paper's one requirement
     // on ph_add_port: a single connected component).
     std::map<std::string, std::set<std::string>> adjacent;
-    for (const auto& [node, peers] : peers_of) {
+    for (const auto& entry : peers_of) {  // named, not bound: REQUIRE_MESSAGE captures them
+      const auto& node = entry.first;
+      const auto& peers = entry.second;
       for (const auto& p : peers) {
         REQUIRE_MESSAGE(listen_of.count(p) == 1, node << " dials " << p << ", which no node of the file binds");
         CHECK(listen_of[p] != node);
@@ -581,7 +583,9 @@ TEST_CASE("config: bad environment values are errors naming the variable, and ch
       {"PHOENIX_PEERS", "tcp://a:1,,tcp://b:2"},
       {"PHOENIX_PEERS", "tcp://a:1,"},
   };
-  for (const auto& [name, value] : bad) {
+  for (const auto& entry : bad) {  // named, not bound: CAPTURE takes them in a lambda
+    const auto& name = entry.first;
+    const auto& value = entry.second;
     FakeEnv env;
     env.vars = {{name, value}, {"PHOENIX_NAME", "changed"}};
     Config c;
@@ -840,7 +844,7 @@ TEST_CASE("config: config/README.md documents every key with its PHOENIX_ variab
     CHECK(std::string(k.variable) == expected);
     CHECK(documented[name].rfind("`" + expected + "`", 0) == 0);
   }
-  for (const auto& [name, variable] : documented) CHECK_MESSAGE(keys.count(name) == 1, name << " is no key");
+  for (const auto& entry : documented) CHECK_MESSAGE(keys.count(entry.first) == 1, entry.first << " is no key");
 }
 
 TEST_CASE("config: the order of the keys decides between equally near suggestions and between two problems") {

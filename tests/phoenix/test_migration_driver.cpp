@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "migration/message.hpp"
 #include "overlay/delivery/stream_codec.hpp"
@@ -151,7 +152,8 @@ TEST_CASE("migration driver: state chunks that overtake their state_begin are ke
   // Three chunks and a short last one; state_begin held back until every chunk was delivered.
   const std::size_t bytes = 2 * migration_driver::chunk_bytes + 1000;
   test_net net;
-  auto [giver, taker] = take_half_below(net, bytes);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, bytes);
 
   bool chunks_first = false;
   SUBCASE("in order") {}
@@ -221,7 +223,8 @@ TEST_CASE("migration driver: a state that comes after the taker's lease is assum
   for (const bool taker_closes : {false, true}) {
     CAPTURE(taker_closes);
     test_net net;
-    auto [giver, taker] = take_half_below(net, bytes);
+    std::unique_ptr<test_node> giver, taker;
+    std::tie(giver, taker) = take_half_below(net, bytes);
     // Until the giver's state is on its way: the taker has sent give_request, the giver released [50, 100).
     deliver_until(net, [](const sent& s) { return s.what == kind::state_begin; });
     REQUIRE(giver->assumed.size() == 1);
@@ -265,7 +268,8 @@ TEST_CASE("migration driver: a state that comes after the taker's lease is assum
 TEST_CASE("migration driver: a state nobody expects any more is refused, and its giver takes it back") {
   const std::size_t bytes = migration_driver::chunk_bytes + 10;
   test_net net;
-  auto [giver, taker] = take_half_below(net, bytes);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, bytes);
   deliver_until(net, [](const sent& s) { return s.what == kind::state_begin; });
   expire(*taker, net.leases.lease);
   taker->progress.call([&] {
@@ -286,7 +290,8 @@ TEST_CASE("migration driver: a state nobody expects any more is refused, and its
 // the initiator was only slow, its give_request is refused and it frees its own lock: nothing moved.
 TEST_CASE("migration driver: a lock granted to a partner that stopped answering is free after the lease") {
   test_net net;
-  auto [giver, taker] = take_half_below(net, 100);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, 100);
   deliver_until(net, [](const sent& s) { return s.what == kind::give_request; });
   giver->progress.call([&] { REQUIRE(giver->driver->protocol().locked()); });
   expire(*giver, net.leases.lease);
@@ -305,7 +310,8 @@ TEST_CASE("migration driver: a lock granted to a partner that stopped answering 
 // and what was on its way to it is lost with it.
 TEST_CASE("migration driver: a giver frees its lock once its taker has been unreachable for gone_after, not before") {
   test_net net;
-  auto [giver, taker] = take_half_below(net, 100);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, 100);
   deliver_until(net, [](const sent& s) { return s.what == kind::state_begin; });
   net.in_flight.clear();  // the taker crashed: what was on its way is lost
   const auto t0 = std::chrono::steady_clock::now();
@@ -331,7 +337,8 @@ TEST_CASE("migration driver: a giver frees its lock once its taker has been unre
 TEST_CASE("migration driver: a stream whose pending record is forgotten mid-way is refused, and its giver takes it back") {
   const std::size_t bytes = 6 * migration_driver::chunk_bytes;
   test_net net;
-  auto [giver, taker] = take_half_below(net, bytes);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, bytes);
   deliver_until(net, [](const sent& s) { return s.what == kind::state_ack; });  // part of the state is here
   const auto g = giver->driver->protocol().self();
   const auto t0 = std::chrono::steady_clock::now();
@@ -355,7 +362,8 @@ TEST_CASE("migration driver: a stream whose pending record is forgotten mid-way 
 // same, so the giver, which took its interval back, does not wait for good.
 TEST_CASE("migration driver: a decline that reaches a taker which forgot its take still frees the giver") {
   test_net net;
-  auto [giver, taker] = take_half_below(net, 100);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, 100);
   giver->pack_fails = true;
   deliver_until(net, [](const sent& s) { return s.what == kind::state_begin; });  // the decline, on its way
   expire(*taker, net.leases.lease);
@@ -372,7 +380,8 @@ TEST_CASE("migration driver: a decline that reaches a taker which forgot its tak
 TEST_CASE("migration driver: a forged chunk index outside the state is refused, and the transfer completes intact") {
   const std::size_t bytes = 2 * migration_driver::chunk_bytes;
   test_net net;
-  auto [giver, taker] = take_half_below(net, bytes);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, bytes);
   deliver_until(net, [](const sent& s) { return s.what == kind::state_chunk; });  // state_begin taken
   const auto& first = net.in_flight.front();
   auto forged = migration::decode(first.pkt.body);
@@ -394,7 +403,8 @@ TEST_CASE("migration driver: a forged chunk index outside the state is refused, 
 TEST_CASE("migration driver: a refuse that names no state does not take back a state on its way, so it is assumed once") {
   const std::size_t bytes = 2 * migration_driver::chunk_bytes;
   test_net net;
-  auto [giver, taker] = take_half_below(net, bytes);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, bytes);
   deliver_until(net, [](const sent& s) { return s.what == kind::state_chunk; });  // state_begin taken
   const auto& chunk = net.in_flight.front();
   const auto real = migration::decode(chunk.pkt.body);
@@ -418,7 +428,8 @@ TEST_CASE("migration driver: a refuse that names no state does not take back a s
 
 TEST_CASE("migration driver: each attempt's number is drawn at random, not the one after the last") {
   test_net net;
-  auto [giver, taker] = take_half_below(net, 100);
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, 100);
   const auto query_number = [&] {
     const auto q = std::find_if(net.in_flight.begin(), net.in_flight.end(),
                                 [](const sent& s) { return s.what == kind::query; });

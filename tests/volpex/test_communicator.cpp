@@ -190,7 +190,7 @@ TEST_CASE(
 TEST_CASE(
     "volpex communicator: a replica that falls behind a full sender log gets PH_ELOST, never a wrong "
     "message") {
-  constexpr std::uint64_t rounds = 48;
+  constexpr std::uint64_t sends = 48;
   constexpr std::size_t size = 4096;
   cluster c;
   // Two replicas of each rank, of which three run: replica 0 of rank 0, with room for 8 messages in its log,
@@ -209,7 +209,7 @@ TEST_CASE(
   std::error_code e0, e1;
   std::uint64_t acked = 0, checked = 0;
   std::thread t0([&] {
-    for (std::uint64_t m = 0; m < rounds; ++m) {
+    for (std::uint64_t m = 0; m < sends; ++m) {
       if ((e0 = p0.comm.send(1, 1, word(m, size)))) return;
       auto ack = p0.comm.recv(1, 2, &e0, 20s);
       if (!ack) return;
@@ -217,7 +217,7 @@ TEST_CASE(
     }
   });
   std::thread t1([&] {
-    for (std::uint64_t m = 0; m < rounds; ++m) {
+    for (std::uint64_t m = 0; m < sends; ++m) {
       auto block = p1.comm.recv(0, 1, &e1, 20s);
       if (!block) return;
       checked += word_of(block->body) == m && block->body.size() == size;
@@ -228,10 +228,10 @@ TEST_CASE(
   t1.join();
   REQUIRE_FALSE(e0);
   REQUIRE_FALSE(e1);
-  CHECK(acked == rounds);
-  CHECK(checked == rounds);
+  CHECK(acked == sends);
+  CHECK(checked == sends);
   const auto log = p0.comm.statistics().log;
-  CHECK(log.dropped >= rounds - 8);
+  CHECK(log.dropped >= sends - 8);
   CHECK(log.fallen_behind == 1);  // the replica of rank 1 that did not run yet
 
   auto& late = c.start(1, 2, 1, 2);
