@@ -66,15 +66,6 @@ build() {
   esac
 }
 
-# Internal: the background builds (see the header), one stage after another; each leaves its log and status.
-if [ -n "${PHOENIX_BACKGROUND_BUILDS:-}" ]; then
-  for s in $PHOENIX_BACKGROUND_BUILDS; do
-    if build "$s" >"$logs/build-$s.log" 2>&1; then status=0; else status=1; fi
-    echo "$status" >"$logs/build-$s.status.new" && mv "$logs/build-$s.status.new" "$logs/build-$s.status"
-  done
-  exit 0
-fi
-
 started=$SECONDS
 stage() { printf '\n==== %s (at %ds) ====\n' "$*" $((SECONDS - started)); }
 has_stage() { [[ " $stages " == *" $1 "* ]]; }
@@ -82,40 +73,57 @@ for s in $stages; do
   case $s in release|asan|tsan|fuzz|install) ;; *) echo "unknown stage $s" >&2; exit 2 ;; esac
 done
 
-# Background work runs in process groups of its own, ended on any exit. Not in sessions of their own (setsid):
-# Linux schedules each session as one group (autogroup), in which nice would weigh nothing against the tests.
-background=()
-end_background() { for g in "${background[@]}"; do kill -TERM -- "-$g" 2>/dev/null || true; done; }
+# logged NAME COMMAND...: runs COMMAND with its output in $logs/NAME.log, then leaves its exit status in
+# $logs/NAME.status (written whole: a reader never sees it half-written).
+logged() {
+  local name=$1 rc=0; shift
+  "$@" >"$logs/$name.log" 2>&1 || rc=$?
+  echo "$rc" >"$logs/$name.new" && mv "$logs/$name.new" "$logs/$name.status"
+}
+# background NICENESS COMMAND...: runs COMMAND (a function too) at that niceness, in a process group of its own
+# that any exit of this script ends. Not in a session of its own (setsid): Linux schedules each session as one
+# group (autogroup), in which nice would weigh nothing against the tests. Sets $last to its process id.
+group_ids=()
+end_background() { for g in "${group_ids[@]}"; do kill -TERM -- "-$g" 2>/dev/null || true; done; }
 trap end_background EXIT
 trap 'exit 130' INT TERM
+background() {
+  local niceness=$1; shift
+  set -m  # job control: the next job gets a process group of its own
+  ( renice -n "$niceness" -p "$BASHPID" >/dev/null; "$@" ) &
+  last=$!
+  set +m
+  group_ids+=("$last")
+}
+# await NAME PID: waits for $logs/NAME.status, which the background job PID leaves; true if it is 0.
+await() {
+  while [ ! -f "$logs/$1.status" ]; do
+    kill -0 "$2" 2>/dev/null || [ -f "$logs/$1.status" ] ||
+      { echo "$1 ended in the background without a result" >&2; exit 1; }
+    sleep 2
+  done
+  [ "$(cat "$logs/$1.status")" = 0 ]
+}
+build_in_turn() { for s in "$@"; do logged "build-$s" build "$s"; done; }
 
 stage "setup"
 scripts/setup.sh
 rm -rf "$logs" && mkdir -p "$logs"
 
 if has_stage release; then
-  set -m  # job control: a process group of its own, in this session (see background above)
-  nice -n 19 bash -c 'spin-models/check.sh all >"$1/spin.log" 2>&1; echo $? >"$1/spin.new"; mv "$1/spin.new" "$1/spin.status"' \
-    _ "$logs" &
-  spin=$!
-  set +m
-  background+=("$spin")
+  background 19 logged spin spin-models/check.sh all
+  spin=$last
 fi
 builder="" queued=""
 # wait_for_build STAGE: the stage's background build if one was started, else the build in the foreground.
 wait_for_build() {
   if [ -n "$builder" ] && [[ " $queued " == *" $1 "* ]]; then
-    while [ ! -f "$logs/build-$1.status" ]; do
-      kill -0 "$builder" 2>/dev/null || [ -f "$logs/build-$1.status" ] ||
-        { echo "the background builds ended before the $1 build" >&2; exit 1; }
-      sleep 2
-    done
-    echo "(built in the background: $logs/build-$1.log)"
-    if [ "$(cat "$logs/build-$1.status")" != 0 ]; then
+    if ! await "build-$1" "$builder"; then
       tail -60 "$logs/build-$1.log"
       echo "the $1 build failed; its whole log is $logs/build-$1.log" >&2
       exit 1
     fi
+    echo "(built in the background: $logs/build-$1.log)"
   else
     build "$1"
   fi
@@ -129,11 +137,8 @@ for s in $stages; do
       queued=""
       for later in asan tsan fuzz; do has_stage "$later" && queued+=" $later"; done
       if [ -n "$queued" ]; then
-        set -m
-        PHOENIX_BACKGROUND_BUILDS="$queued" nice -n 10 "$root/scripts/test.sh" </dev/null &
-        builder=$!
-        set +m
-        background+=("$builder")
+        background 10 build_in_turn $queued </dev/null
+        builder=$last
         echo "(building in the background at nice 10:$queued)"
       fi
       stage "release tests (the SPIN checks run beside them, at nice 19)"
@@ -207,11 +212,8 @@ done
 
 if has_stage release; then
   stage "SPIN model checks (spin.all, run in the background since the start)"
-  while [ ! -f "$logs/spin.status" ]; do
-    kill -0 "$spin" 2>/dev/null || [ -f "$logs/spin.status" ] || { echo "the SPIN checks ended without a result" >&2; exit 1; }
-    sleep 2
-  done
+  if await spin "$spin"; then spin_ok=yes; else spin_ok=no; fi
   cat "$logs/spin.log"
-  if [ "$(cat "$logs/spin.status")" != 0 ]; then echo "the SPIN model checks failed" >&2; exit 1; fi
+  if [ $spin_ok = no ]; then echo "the SPIN model checks failed" >&2; exit 1; fi
 fi
 stage "all stages passed: $stages"

@@ -56,7 +56,7 @@ cpu_limit() {
     if [ $(((stat[13] + stat[14]) / hz)) -ge "$limit" ] || [ "$waited" -ge $((limit * 30)) ]; then
       touch "$marker"
       kill -"$sig" "$pid" 2>/dev/null
-      sleep 10
+      for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null || return 0; sleep 1; done
       kill -KILL "$pid" 2>/dev/null
       return 0
     fi
