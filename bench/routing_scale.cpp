@@ -10,9 +10,14 @@
 //   (c) routing_Bps_per_node: routing bytes sent per node per second at rest, over a window of whole full-dump
 //       intervals after convergence;
 //   (d) rss_KiB_per_node: resident set growth from before the nodes exist to after the rest window, over N;
+//   (e) hop_ms: how fast news travels: node 0 releases half its interval, and the time until every node has
+//       heard, over node 0's eccentricity (the hops to the farthest node);
 //   (b) cut_converge_ms: one link cut (line: the middle one; ring: the closing one; random: one whose removal
 //       keeps the graph connected) until the routes are right again (line: each half marks the other
-//       unreachable).
+//       unreachable); with it wrong_pairs_peak, the most ordered pairs not routed right at any sample after
+//       the cut, and collateral_pairs, the most of them among pairs no shortest path of which used the cut link
+//       (those lose their route only if a cut's news reaches nodes it does not concern). Samples are full counts
+//       of the N x N pairs, at most one per 200 ms and spaced so that counting takes at most a tenth of the time.
 // Each case runs in a forked child so that its RSS starts from a clean heap (glibc keeps freed memory, which
 // would hide the next case's growth) and a hung case can be bounded by a timer.
 //
@@ -59,6 +64,7 @@ constexpr steady::duration k_max_slice = milliseconds(100);  // ... and its cap,
 constexpr int k_rest_dumps = 3;                              // the rest window, in full-dump intervals
 constexpr int k_settle_dumps = 1;                            // wait this long after convergence first
 constexpr steady::duration k_progress_every = std::chrono::seconds(10);
+constexpr steady::duration k_sample_every = milliseconds(200);  // the shortest gap between two wrong-pair counts
 
 struct options {
   std::vector<std::size_t> sizes{100, 300, 1000};
@@ -104,6 +110,23 @@ std::vector<std::size_t> bfs(const std::vector<std::vector<std::size_t>>& adj, s
     }
   }
   return dist;
+}
+
+// Ordered pairs (i * n + j, i != j) no shortest path of which uses the link `e`: a cut of it concerns them not.
+std::vector<bool> pairs_not_using(const graph& g, edge e) {
+  const auto adj = adjacency(g);
+  std::vector<std::vector<std::size_t>> dist(g.n);
+  for (std::size_t v = 0; v < g.n; ++v) dist[v] = bfs(adj, v);
+  std::vector<bool> out(g.n * g.n, false);
+  for (std::size_t i = 0; i < g.n; ++i) {
+    for (std::size_t j = 0; j < g.n; ++j) {
+      const auto d = dist[i][j];
+      const bool uses = d != SIZE_MAX && ((dist[i][e.a] != SIZE_MAX && dist[i][e.a] + 1 + dist[e.b][j] == d) ||
+                                          (dist[i][e.b] != SIZE_MAX && dist[i][e.b] + 1 + dist[e.a][j] == d));
+      out[i * g.n + j] = i != j && !uses;
+    }
+  }
+  return out;
 }
 
 bool connected_without(const graph& g, std::size_t skip) {
@@ -289,7 +312,10 @@ std::optional<steady::time_point> run_until(asio::io_context& io, steady::durati
 // Sent from the case's child to the parent through a pipe, hence trivially copyable.
 struct case_result {
   double converge_ms = 0;
+  double hop_ms = 0;
   double cut_converge_ms = 0;
+  std::size_t wrong_pairs_peak = 0;
+  std::size_t collateral_pairs = 0;
   double routing_bps_per_node = 0;
   double rss_kib_per_node = 0;
   std::size_t diameter = 0;
@@ -325,6 +351,13 @@ struct target {
   std::function<bool()> also = [] { return true; };
 };
 
+// Wrong pairs counted over a phase (case_result::wrong_pairs_peak, collateral_pairs).
+struct wrong_samples {
+  const std::vector<bool>* unconcerned = nullptr;  // pairs_not_using(), i * n + j
+  std::size_t peak = 0, collateral_peak = 0;
+  int samples = 0;
+};
+
 struct failure {
   std::string what;
 };
@@ -343,7 +376,14 @@ class case_runner {
     r.converge_ms = converge(io, net);
     r.routing_bps_per_node = rest_rate(io, net);
     r.rss_kib_per_node = static_cast<double>(rss_bytes() - rss_before) / static_cast<double>(g_.n) / 1024.0;
-    r.cut_converge_ms = cut_and_converge(io, net);
+    r.hop_ms = news_travel(io, net);
+    const auto unconcerned = pairs_not_using(g_, g_.edges[g_.cut]);
+    wrong_samples samples{&unconcerned};
+    r.cut_converge_ms = cut_and_converge(io, net, samples);
+    r.wrong_pairs_peak = samples.peak;
+    r.collateral_pairs = samples.collateral_peak;
+    remark("cut: " + std::to_string(samples.samples) + " counts of wrong pairs; peak " +
+           std::to_string(samples.peak) + ", of them unconcerned by the cut " + std::to_string(samples.collateral_peak));
     return r;
   }
 
@@ -376,11 +416,33 @@ class case_runner {
     return per_node / (wall_ms / 1000.0);
   }
 
-  double cut_and_converge(asio::io_context& io, network& net) {
+  // Node 0 releases the upper half of its interval (a triggered update, as a migration's give makes): the time
+  // until every node has heard, over node 0's eccentricity. Then it assumes it again, and that is heard too.
+  double news_travel(asio::io_context& io, network& net) {
+    const auto ecc = std::max<std::size_t>(1, [&] {
+      const auto dist = bfs(adjacency(g_), 0);
+      return *std::max_element(dist.begin(), dist.end());
+    }());
+    const base::interval half{k_vnodes_per_node / 2, k_vnodes_per_node};
+    const std::uint64_t probe = k_vnodes_per_node / 2 + 1;  // not the sample vnode, which routes_right checks
+    if (net.node(0).release(half) != base::interval_set::result::ok) throw failure{"node 0 could not release"};
+    const auto start = steady::now();
+    const auto done = wait("news", io, net, {[&](std::size_t i, std::size_t) {
+                             return i == 0 || !net.node(i).owner_of(probe).has_value();
+                           }});
+    if (net.node(0).assume(half) != base::interval_set::result::ok) throw failure{"node 0 could not assume"};
+    wait("news back", io, net, {[&](std::size_t i, std::size_t) { return net.node(i).owner_of(probe) == net.name(0); }});
+    const double ms = ms_between(start, done);
+    remark("news: " + std::to_string(static_cast<long>(ms)) + " ms to " + std::to_string(ecc) + " hops");
+    return ms / static_cast<double>(ecc);
+  }
+
+  double cut_and_converge(asio::io_context& io, network& net, wrong_samples& samples) {
     const edge cut = g_.edges[g_.cut];
     if (!net.node(cut.a).drop_link(net.name(cut.b))) throw failure{"the link to cut was not up"};
     const auto start = steady::now();
-    const auto done = wait("cut", io, net, topology_ == "line" ? halves_apart(net) : rerouted(net, cut));
+    const auto done =
+        wait("cut", io, net, topology_ == "line" ? halves_apart(net) : rerouted(net, cut), &samples);
     return ms_between(start, done);
   }
 
@@ -409,15 +471,36 @@ class case_runner {
 
   // Runs the network until `t` holds. Long phases report every k_progress_every how many pairs are still wrong
   // (a full count, unlike the checks), so that a slow phase can be told from one that is going backwards.
-  steady::time_point wait(const char* phase, asio::io_context& io, const network& net, const target& t) {
+  // With `samples`, the wrong pairs are also counted at the first check, then at most every k_sample_every and
+  // at least 9 times as long as the last count took apart, and once more when the phase ends.
+  steady::time_point wait(const char* phase, asio::io_context& io, const network& net, const target& t,
+                          wrong_samples* samples = nullptr) {
     check_stats stats;
     pair_scan scan(net.size());
     const auto began = steady::now();
     const double cpu0 = cpu_ms();
     auto next_progress = began + k_progress_every;
+    auto next_sample = began;
+    const auto sample = [&] {
+      const auto t0 = steady::now();
+      std::size_t wrong = 0, collateral = 0;
+      for (std::size_t i = 0; i < net.size(); ++i) {
+        for (std::size_t j = 0; j < net.size(); ++j) {
+          if (t.pair_right(i, j)) continue;
+          ++wrong;
+          collateral += (*samples->unconcerned)[i * net.size() + j];
+        }
+      }
+      samples->peak = std::max(samples->peak, wrong);
+      samples->collateral_peak = std::max(samples->collateral_peak, collateral);
+      ++samples->samples;
+      const auto now = steady::now();
+      next_sample = now + std::max<steady::duration>(k_sample_every, 9 * (now - t0));
+    };
     const auto done = run_until(
         io, opt_.timeout,
         [&] {
+          if (samples && steady::now() >= next_sample) sample();
           if (steady::now() >= next_progress) {
             next_progress += k_progress_every;
             remark(std::string(phase) + ": after " +
@@ -433,6 +516,7 @@ class case_runner {
                     std::to_string(net.size() * net.size()) + " ordered pairs wrong" +
                     (t.also() ? "" : ", and the cut link is still in use")};
     }
+    if (samples) sample();
     const double wall = ms_between(began, steady::now());
     remark(
         std::string(phase) + ": " + std::to_string(stats.checks) + " checks took " +
@@ -458,8 +542,9 @@ class case_runner {
 void print_result(const std::string& topology, std::size_t n, const case_result& r) {
   std::printf(
       "RESULT routing_scale %s %zu converge_ms=%.1f cut_converge_ms=%.1f routing_Bps_per_node=%.0f "
-      "rss_KiB_per_node=%.1f\n",
-      topology.c_str(), n, r.converge_ms, r.cut_converge_ms, r.routing_bps_per_node, r.rss_kib_per_node);
+      "rss_KiB_per_node=%.1f hop_ms=%.2f wrong_pairs_peak=%zu collateral_pairs=%zu\n",
+      topology.c_str(), n, r.converge_ms, r.cut_converge_ms, r.routing_bps_per_node, r.rss_kib_per_node,
+      r.hop_ms, r.wrong_pairs_peak, r.collateral_pairs);
   std::fflush(stdout);
 }
 
@@ -616,12 +701,13 @@ struct row {
 
 void print_table(const std::vector<row>& rows) {
   std::printf(
-      "\n| topology | N | diameter | converge ms | cut converge ms | routing B/s per node | RSS KiB per node "
-      "|\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "\n| topology | N | diameter | converge ms | cut converge ms | wrong pairs peak | collateral pairs | hop ms "
+      "| routing B/s per node | RSS KiB per node |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const auto& x : rows) {
-    std::printf("| %s | %zu | %zu | %.1f | %.1f | %.0f | %.1f |\n", x.topology.c_str(), x.n, x.r.diameter,
-                x.r.converge_ms, x.r.cut_converge_ms, x.r.routing_bps_per_node, x.r.rss_kib_per_node);
+    std::printf("| %s | %zu | %zu | %.1f | %.1f | %zu | %zu | %.2f | %.0f | %.1f |\n", x.topology.c_str(), x.n,
+                x.r.diameter, x.r.converge_ms, x.r.cut_converge_ms, x.r.wrong_pairs_peak, x.r.collateral_pairs,
+                x.r.hop_ms, x.r.routing_bps_per_node, x.r.rss_kib_per_node);
   }
 }
 

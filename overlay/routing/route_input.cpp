@@ -6,9 +6,9 @@
 // decoder already rejected malformed ones) and counted in route_input_stats:
 //  - A seqno above max_plausible_seqno is absurd. Own seqnos saturate below it, so no honest one gets there.
 //  - A seqno more than seqno_window ahead of the newest seen for a known source is ignored. Without the window
-//    one update at 2^48 - 2 would poison a name for good: its owner could not outbid it (DSDV newest wins).
-//    The window is 2^16: a source raises its seqno by 2 per event (interval change, new neighbour, answered
-//    request or poison), and a node hears every known source at least every full dump (10 s) or forgets it
+//    one update at 2^48 - 2 would poison a name for good: its owner could not outbid it (the newest seqno wins).
+//    The window is 2^16: a source raises its seqno by 2 per event (interval change, answered request, a claim
+//    on its name), and a node hears every known source at least every full dump (10 s) or forgets it
 //    after source_expiry() (60 s) unheard, after which any plausible seqno is accepted again. 2^15 raises in
 //    60 s (546 a second, each sending an update network-wide) is far beyond anything honest. A key holder can
 //    still walk a seqno up by the window per update; reaching max_plausible_seqno takes 2^32 accepted updates.
@@ -17,7 +17,7 @@
 //    window is there to refuse.
 //  - Metric 0 is the source speaking of itself (RFC 8966 3.7.1): from anyone else it is a lie.
 //  - New sources past max_sources and intervals past max_held_intervals would grow memory without bound.
-//  - An update naming this node is never a route to it; a seqno at least its own and within the window of it is
+//  - An update naming this node is never a route to it; a seqno above its own and within the window of it is
 //    answered by raising the own seqno past it, at most once per own_raise_holdoff (later claims merge into one
 //    raise at its end), so that the real route supersedes whatever the neighbours accepted and a flood of
 //    claims costs one update. A claim beyond the window is ignored: following it would put the node's own
@@ -37,7 +37,7 @@ namespace phoenix::overlay {
 
 // The newest seqno this node has seen for the source, selected, retracted or held by any neighbour.
 std::uint64_t route_table::newest_seen(const source_state& s) {
-  std::uint64_t newest = std::max(s.seqno, s.retracted_seqno);
+  std::uint64_t newest = s.seqno;
   for (const auto& [n, r] : s.via) newest = std::max(newest, r.seqno);
   return newest;
 }
@@ -135,12 +135,12 @@ void route_table::store_route(node_id from, const route_entry& e, time_point now
   s.via.emplace(from, std::move(r));
 }
 
-// DSDV: someone holds a seqno for us at least as new as ours (typically an odd poison; or another node
-// claiming our name): outbid it. A poison older than our seqno is answered too, without a raise: our current
-// seqno already beats it, but since seqno-only news waits for full dumps the poisoned part of the network may
-// not have it yet. An echo of our seqno with a finite metric is just a neighbour's route to us, not news.
-// Within the window of our own seqno: whatever our neighbours accepted must be outbid, or they hold it until
-// they forget the name. Beyond it, a claim is ignored, as our neighbours ignore it.
+// Someone holds a seqno for us newer than ours (another node claiming our name, or a bug): outbid it. A
+// retraction of us at our seqno or older is a neighbour that lost its route to us: we re-advertise, without a
+// raise (a seqno request brings one where a route is not feasible). An echo of our seqno with a finite metric is
+// just a neighbour's route to us, not news. Within the window of our own seqno: whatever our neighbours
+// accepted must be outbid, or they hold it until they forget the name. Beyond it, a claim is ignored, as our
+// neighbours ignore it.
 void route_table::note_about_self(const route_entry& e, time_point now) {
   if (e.seqno == 0 || e.seqno > max_plausible_seqno) {
     ++stats_.seqno_absurd;
@@ -152,7 +152,7 @@ void route_table::note_about_self(const route_entry& e, time_point now) {
     ++stats_.seqno_out_of_window;
     return;
   }
-  if (e.seqno > own_seqno_ || (e.seqno == own_seqno_ && e.metric == infinite_metric)) {
+  if (e.seqno > own_seqno_) {
     ++stats_.own_name_claims;
     raise_own_seqno_past(e.seqno, now);
   } else if (e.metric == infinite_metric) {
@@ -219,6 +219,7 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   const auto to = request_target(s, from);
   // RFC 8966 3.8.1.2: don't forward a duplicate of a request we recently forwarded (the holdoff does that).
   if (!to || !request_allowed(s.request_acted_at, now)) return act;
+  s.requested_seqno = std::max(s.requested_seqno, r.seqno);  // its answer goes back at once (apply_selection)
   act.kind = request_action::forward;
   act.forward_to = *to;
   act.forwarded = {r.source, r.seqno, static_cast<std::uint8_t>(r.hop_limit - 1)};

@@ -18,7 +18,6 @@ namespace phoenix::overlay {
 namespace {
 
 using seqno::next_even_above;
-using seqno::odd_at_least;
 
 // Hop count through a neighbour that advertised m; saturates at infinity.
 constexpr std::uint16_t local_metric(std::uint16_t m) {
@@ -58,9 +57,23 @@ std::vector<route_interval> common(const std::vector<route_interval>& a, const s
 route_table::route_table(node_id self, route_params params, time_point now)
     : self_(self),
       params_(params),
-      next_full_dump_(now + params.full_dump_interval),
+      jitter_state_(self),
       request_tokens_(params.request_burst),
-      request_tokens_at_(now) {}
+      request_tokens_at_(now) {
+  next_full_dump_ = next_dump_after(now);
+}
+
+// RFC 8966 appendix B: periodic updates are jittered, so that nodes that started or were linked together do not
+// send their dumps in the same instant for ever. splitmix64 (Steele, Lea, Flood 2014): deterministic per node.
+time_point route_table::next_dump_after(time_point now) {
+  std::uint64_t z = (jitter_state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(params_.full_dump_interval);
+  const auto span = interval.count() / 2;  // 3/4 + [0, 1/2) of the interval
+  return now + interval * 3 / 4 + std::chrono::nanoseconds(span > 0 ? static_cast<std::int64_t>(z % span) : 0);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Route choice, in layers: feasibility, candidate filter, best pick, switch decision.
@@ -72,12 +85,6 @@ bool route_table::route_feasible(const source_state& s, const neighbour_route& r
   return r.seqno > s.fd->seqno || (r.seqno == s.fd->seqno && r.metric < s.fd->metric);
 }
 
-// DSDV newest-wins: the newest retraction any neighbour holds for the source.
-std::uint64_t route_table::newest_retraction(const source_state& s) {
-  const neighbour_route* r = newest_retraction_route(s);
-  return r ? r->seqno : 0;
-}
-
 const route_table::neighbour_route* route_table::newest_retraction_route(const source_state& s) {
   const neighbour_route* newest = nullptr;
   for (const auto& [n, r] : s.via) {
@@ -86,21 +93,19 @@ const route_table::neighbour_route* route_table::newest_retraction_route(const s
   return newest;
 }
 
-bool route_table::route_is_candidate(const source_state& s, const neighbour_route& r,
-                                     std::uint64_t poison_seqno) {
+// Babel: any finite, feasible route. A neighbour's retraction says nothing of the routes the
+// others advertise: only nodes whose selected route went through the lost link lose it.
+bool route_table::route_is_candidate(const source_state& s, const neighbour_route& r) {
   if (local_metric(r.metric) == infinite_metric) return false;  // a retraction, or too long to count
-  // DSDV: an older finite route never overrides a newer poison, a neighbour's or (strictly) our own.
-  if (r.seqno < poison_seqno || r.seqno <= s.retracted_seqno) return false;
   return route_feasible(s, r);
 }
 
 // Rule 1: newest seqno, then fewest hops; ties keep the current next hop (no flapping), then the lowest id.
 std::optional<node_id> route_table::best_route(const source_state& s) {
-  const std::uint64_t poison = newest_retraction(s);
   const neighbour_route* best = nullptr;
   node_id best_n = 0;
   for (const auto& [n, r] : s.via) {
-    if (!route_is_candidate(s, r, poison)) continue;
+    if (!route_is_candidate(s, r)) continue;
     const bool better =
         !best || r.seqno > best->seqno ||
         (r.seqno == best->seqno && (r.metric < best->metric || (r.metric == best->metric && s.next_hop == n)));
@@ -119,21 +124,17 @@ void route_table::select_route(node_id source, source_state& s, time_point now) 
     const neighbour_route& r = s.via.at(*n);
     next = {n, r.seqno, local_metric(r.metric), r.intervals, r.in_transit};
   } else {
-    // Unreachable: the intervals last known of the source go on with the retraction, from the newest news of
-    // it (a retraction newer than what this node selected carries a withdrawal this node may have missed).
-    const neighbour_route* poison = newest_retraction_route(s);
-    if (poison && poison->seqno > s.seqno) {
-      next.seqno = poison->seqno;  // DSDV: adopt (and pass on) the newer poison
-      next.intervals = poison->intervals;
-      next.in_transit = poison->in_transit;
+    // Unreachable: retracted with the seqno it had (as in Babel, a retraction raises no seqno, so it
+    // does not override the finite routes of nodes that never went through the lost link). The intervals last
+    // known of the source go with it, from the newest news of it: a retraction newer than what this node
+    // selected carries a withdrawal this node may have missed.
+    const neighbour_route* newest = newest_retraction_route(s);
+    if (newest && newest->seqno > s.seqno) {
+      next.seqno = newest->seqno;
+      next.intervals = newest->intervals;
+      next.in_transit = newest->in_transit;
     } else {
-      if (s.next_hop) {
-        // DSDV: we found the route broken ourselves; poison it with an odd seqno only the source can beat.
-        s.retracted_seqno = odd_at_least(s.seqno);
-        next.seqno = s.retracted_seqno;
-      } else {
-        next.seqno = s.seqno;  // still unreachable; nothing newer
-      }
+      next.seqno = s.seqno;
       next.intervals = s.intervals;
       next.in_transit = s.in_transit;
     }
@@ -186,7 +187,13 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   s.intervals = std::move(next.intervals);
   s.in_transit = std::move(next.in_transit);
 
-  if (news) {
+  // RFC 8966 3.8.1.2: a seqno request this node sent or forwarded is satisfied: the answer goes on at once,
+  // towards whoever asked, even though only the seqno changed.
+  if (reachable && s.requested_seqno != 0 && s.seqno >= s.requested_seqno) {
+    s.requested_seqno = 0;
+    s.trigger_pinned = true;
+    schedule_trigger(source, now);
+  } else if (news) {
     schedule_trigger(source, settle ? now + settling_time(source) : now);
   } else if (s.trigger_due && !s.trigger_pinned) {
     set_timer(trigger_queue_, s.trigger_due, source, std::nullopt);  // settled back to what was advertised
@@ -219,7 +226,10 @@ void route_table::set_local_intervals(std::vector<route_interval> intervals, tim
 void route_table::neighbour_up(node_id n, time_point now) {
   if (n == self_) return;
   if (neighbours_.insert(n).second && neighbours_.size() == 1) alone_at_ = now;
-  own_seqno_ = next_even_above(own_seqno_);  // DSDV: a fresh seqno beats any odd poison of us out there
+  // No new seqno: routes through the new link that are not feasible here or elsewhere are made so by seqno
+  // requests, where they are wanted, not by a seqno wave through the whole network. The own entry goes out
+  // at once (the next collect_triggered), ahead of the full dump: what the caller sends after it (a leaver's
+  // `leaving`) comes after this node's news of itself.
   schedule_trigger(self_, now);
   next_full_dump_ = std::min(next_full_dump_, now);  // DSDV: a new neighbour needs the whole table
 }
@@ -340,8 +350,8 @@ std::optional<route_update> route_table::collect_triggered(time_point now) {
 }
 
 // DSDV gives every periodic dump a fresh seqno of the node's own. We do not: with reliable links a route only
-// changes when something happens, and each such event already bumps the seqno (intervals, new neighbour,
-// poison, seqno request). A bump per dump would make every node re-select routes network-wide every
+// changes when something happens, and each such event that needs one already bumps the seqno (intervals,
+// seqno request, a claim on the own name). A bump per dump would make every node re-select routes network-wide every
 // interval (newest seqno first), a steady churn of triggered updates that the settling delay only damps.
 route_update route_table::full_dump(time_point now) {
   route_update u{true, {}};
@@ -357,7 +367,7 @@ route_update route_table::full_dump(time_point now) {
       note_heard_by_all(s);
     }
   }
-  next_full_dump_ = now + params_.full_dump_interval;
+  next_full_dump_ = next_dump_after(now);
   return u;
 }
 
@@ -370,12 +380,13 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     s.request_due.reset();
     if (s.next_hop) continue;
     // RFC 8966 3.8.1.1: ask the neighbour with the best finite route we cannot use for a seqno newer than
-    // the poison we hold; the source's answer makes that route feasible and newest again. One neighbour per
+    // the one we hold; the source's answer makes that route feasible and newest again. One neighbour per
     // round: the request travels on towards the source, so asking every neighbour only multiplies it.
     const auto to = request_target(s, self_);
     if (!to) continue;
     const std::uint64_t wanted = std::min(s.seqno + 1, max_plausible_seqno);
     out.emplace_back(*to, route_request{source, wanted, request_hop_limit});
+    s.requested_seqno = std::max(s.requested_seqno, wanted);
     s.last_request = now;
     s.ever_requested = true;
   }

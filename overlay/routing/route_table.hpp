@@ -1,15 +1,18 @@
-// overlay/routing/route_table.hpp — the overlay's routing table: DSDV (Perkins & Bhagwat, SIGCOMM'94) made
-// loop-free with Babel's feasibility condition (RFC 8966 2.4, 3.5.1, 3.7-3.8).
+// overlay/routing/route_table.hpp — the overlay's routing table: distance vector with Babel's feasibility
+// condition, retractions and seqno requests (RFC 8966 2.4, 3.5, 3.7-3.8), DSDV's settling delay (Perkins &
+// Bhagwat, SIGCOMM'94).
 //
 // Every node originates one source (itself): its resource name plus the intervals of the virtual node space
-// it assumes, stamped with a destination sequence number only it increments (even; an odd seqno is DSDV's mark
-// of a route someone found broken). For every other source the table keeps what each neighbour last
-// advertised, selects one route (newest seqno, then fewest hops, among feasible routes only) and decides what
-// to advertise and when.
+// it assumes, stamped with a destination sequence number only it increments (by 2: even seqnos). For every
+// other source the table keeps what each neighbour last advertised, selects one route (newest seqno, then
+// fewest hops, among feasible routes only) and decides what to advertise and when. A route lost without a
+// feasible alternative is retracted without a new seqno, so only the nodes that routed through it lose it;
+// one with an alternative that is not feasible asks the source for a newer seqno (a seqno request).
 //
 // Contract:
-//  - Pure and deterministic: no I/O, no clock reads, no threads, no randomness. Every call that depends on
-//    time takes `now`; the caller owns timing and must pass non-decreasing times.
+//  - Pure and deterministic: no I/O, no clock reads, no threads. Every call that depends on time takes `now`;
+//    the caller owns timing and must pass non-decreasing times. The full dump period's jitter comes from a
+//    generator seeded by the node's id.
 //  - Single-threaded: one owner calls everything; const members may run concurrently only with each other,
 //    except owner_of(), which may rebuild its cached index.
 //  - Expected failures are values; nothing here throws except std::bad_alloc.
@@ -27,7 +30,7 @@
 //
 // Driving it (what the overlay does on every event and on its timer):
 //     table.on_update(...) / on_request(...) / neighbour_up(...) / ...
-//     table.expire(now);                         // first: a timed-out route may trigger a poison or request
+//     table.expire(now);                         // first: a timed-out route may trigger a retraction or request
 //     if (auto u = table.collect_triggered(now)) send *u to every neighbour;
 //     if (table.full_dump_due(now))              send table.full_dump(now) to every neighbour;
 //     for (auto& [n, r] : table.collect_requests(now)) send r to n;
@@ -91,7 +94,7 @@ struct route_params {
   // How far an update's or a request's seqno may lie beyond the newest one seen for a known source
   // (route_input.cpp argues the value); beyond it the input is ignored.
   std::uint64_t seqno_window = std::uint64_t{1} << 16;
-  // Min gap between two raises of the own seqno answering updates that name this node (poisons, or another
+  // Min gap between two raises of the own seqno answering updates that name this node at a newer seqno (another
   // node claiming its name): the first raise is immediate, later ones are merged into one at the gap's end.
   std::chrono::milliseconds own_raise_holdoff{200};
   // Seqno requests acted on (answered or forwarded), all sources together: a token bucket.
@@ -103,7 +106,7 @@ struct route_params {
 };
 
 // Seqnos above this are absurd and ignored: 2^47 raises, even at 1000 a second, take 4,000 years. Odd, so that
-// the poison of the highest even seqno (max_plausible_seqno - 1) is still plausible.
+// a request for one above the highest even seqno (max_plausible_seqno - 1) is still plausible.
 inline constexpr std::uint64_t max_plausible_seqno = (std::uint64_t{1} << 48) - 1;
 
 // Routing input ignored, by reason (route_input.cpp). Cumulative; never reset.
@@ -114,7 +117,7 @@ struct route_input_stats {
   std::uint64_t sources_over_limit = 0;   // a new source past max_sources
   std::uint64_t intervals_over_limit = 0; // an entry whose intervals would pass max_held_intervals
   std::uint64_t requests_limited = 0;     // seqno requests past the per-source holdoff or the total rate
-  std::uint64_t own_name_claims = 0;      // updates naming this node at >= its own seqno (poisons included)
+  std::uint64_t own_name_claims = 0;      // updates naming this node at a seqno above its own
   std::uint64_t own_raises_deferred = 0;  // of those, answered by a raise merged at own_raise_holdoff's end
   friend bool operator==(const route_input_stats&, const route_input_stats&) = default;
 };
@@ -133,19 +136,19 @@ class route_table {
   // Replaces this node's intervals (normalised: sorted, merged, empty ones dropped); bumps own seqno, triggers.
   void set_local_intervals(std::vector<route_interval> intervals, time_point now,
                            std::vector<route_interval> in_transit = {});
-  // Bumps own seqno (so the fresh route beats any odd poison), triggers, and makes a full dump due at once
-  // so the new neighbour learns the whole table.
+  // Triggers the own entry and makes a full dump due at once so the new neighbour learns the whole table (no
+  // new seqno: see route_table.cpp).
   void neighbour_up(node_id n, time_point now);
   // Drops routes via n. A source that still has a feasible route switches to it (triggered only if the metric
-  // changes); one that has none becomes unreachable and, if we had advertised a route for it, is poisoned at
-  // once with an odd seqno (DSDV); a seqno request is queued if some neighbour holds a route we cannot use.
+  // changes); one that has none becomes unreachable and, if we had advertised a route for it, is retracted at
+  // once, at the seqno it had; a seqno request is queued if some neighbour holds a route we cannot use.
   void neighbour_down(node_id n, time_point now);
 
   // --- input from a neighbour (already authenticated and decoded, but hostile: route_input.cpp) ---
   // Ignored if `from` is self or not a neighbour that is up (a late frame from a dead link must not
   // resurrect routes through it). Entries failing a check are ignored one by one and counted.
-  // An entry naming this node is never a route: if its seqno is at least the own one (a poison, or another
-  // node claiming this name), the own seqno is raised past it, at most once per own_raise_holdoff.
+  // An entry naming this node is never a route: if its seqno is above the own one (another node claiming this
+  // name), the own seqno is raised past it, at most once per own_raise_holdoff.
   void on_update(node_id from, const route_update& u, time_point now);
 
   struct request_action {
@@ -157,7 +160,8 @@ class route_table {
   // its seqno is now >= r.seqno (raised to the next even value if it was below) and its entry is triggered.
   // forward: send `forwarded` to `forward_to` (our next hop, or without one the neighbour with the best route
   // we cannot use; never `from`; duplicates within request_holdoff are dropped). none: nothing to send beyond
-  // what collect_triggered() returns (a request we can satisfy triggers a re-advertisement).
+  // what collect_triggered() returns (a request we can satisfy triggers a re-advertisement). A forwarded
+  // request is remembered: the update that satisfies it is passed on at once, as one this node asked for.
   // Requests are acted on at most once per request_holdoff per source and requests_per_second in total;
   // a seqno beyond seqno_window ahead of the newest seen (the own one, for self) is ignored.
   request_action on_request(node_id from, const route_request& r, time_point now);
@@ -182,8 +186,10 @@ class route_table {
   // metric than last advertised waits settling_time(); a change undone before it went out is not sent.
   std::optional<route_update> collect_triggered(time_point now);
   bool full_dump_due(time_point now) const { return now >= next_full_dump_; }
-  // Every known source incl. self and unreachable ones; restarts the full dump period. neighbour_up makes a
-  // dump due at once, so a new neighbour gets the whole table. Pending triggered entries are not cancelled.
+  // Every known source incl. self and unreachable ones; restarts the full dump period, jittered (RFC 8966
+  // appendix B): between 3/4 and 5/4 of full_dump_interval, so that nodes started together do not dump in
+  // step. neighbour_up makes a dump due at once, so a new neighbour gets the whole table. Pending triggered
+  // entries are not cancelled.
   // Unlike DSDV, a dump does not bump our own seqno (see route_table.cpp).
   route_update full_dump(time_point now);
   std::vector<std::pair<node_id, route_request>> collect_requests(time_point now);  // (neighbour, request)
@@ -191,9 +197,10 @@ class route_table {
   // Drops neighbour routes not refreshed for route_hold_time() and forgets sources unreachable for
   // source_expiry(); raises the own seqno if a raise was held off (own_raise_holdoff) until now.
   void expire(time_point now);
-  // RFC 8966 appendix B: a route is held for 3.5 update intervals. Every full dump names every source the
-  // neighbour knows, so a live neighbour refreshes all its routes; one that stops (lost frames, a source it
-  // forgot) loses them here. Assumes neighbours use the same full_dump_interval.
+  // RFC 8966 appendix B: a route is held for 3.5 update intervals (2.8 of the longest jittered ones). Every
+  // full dump names every source the neighbour knows, so a live neighbour refreshes all its routes; one that
+  // stops (lost frames, a source it forgot) loses them here. Assumes neighbours use the same
+  // full_dump_interval.
   std::chrono::nanoseconds route_hold_time() const { return params_.full_dump_interval * 7 / 2; }
   // max(params.expiry, route_hold_time() + full_dump_interval). Forgetting a source forgets its feasibility
   // distance, which is only safe once no neighbour can still hold a finite route we advertised: those are gone
@@ -263,8 +270,8 @@ class route_table {
   };
   struct source_state {
     std::map<node_id, neighbour_route> via;
-    // The selection. Unreachable when next_hop is empty; then metric is infinite and seqno is the newest
-    // retraction known (the one we advertise).
+    // The selection. Unreachable when next_hop is empty; then metric is infinite and seqno is the one last
+    // selected, or a newer retraction's (what we advertise).
     std::optional<node_id> next_hop;
     std::uint64_t seqno = 0;
     std::uint16_t metric = infinite_metric;
@@ -280,7 +287,9 @@ class route_table {
     // The pending trigger must go out even if the selection returns to the advertised state: a seqno request
     // asked for it, or a full dump (perhaps to one new neighbour only) told someone the newer state.
     bool trigger_pinned = false;
-    std::uint64_t retracted_seqno = 0;  // seqno of the last retraction this node originated (0 = none)
+    // The highest seqno a request this node sent or forwarded asked for, until a selected route has it (0:
+    // none): that update goes on at once (RFC 8966 3.8.1.2).
+    std::uint64_t requested_seqno = 0;
     time_point unreachable_since{};
     // DSDV settling: arrivals of the newest seqno seen, and the EWMA of first-to-best gaps.
     std::uint64_t arrival_seqno = 0;
@@ -310,9 +319,8 @@ class route_table {
 
   // route choice, layered like babeld's route.c
   static bool route_feasible(const source_state& s, const neighbour_route& r);
-  static std::uint64_t newest_retraction(const source_state& s);
   static const neighbour_route* newest_retraction_route(const source_state& s);
-  static bool route_is_candidate(const source_state& s, const neighbour_route& r, std::uint64_t poison_seqno);
+  static bool route_is_candidate(const source_state& s, const neighbour_route& r);
   static std::optional<node_id> best_route(const source_state& s);
   static std::optional<node_id> request_target(const source_state& s, node_id from);
   void select_route(node_id source, source_state& s, time_point now);
@@ -367,6 +375,8 @@ class route_table {
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;
   time_point next_full_dump_;
+  std::uint64_t jitter_state_;  // splitmix64, seeded by self_
+  time_point next_dump_after(time_point now);  // now + 3/4 .. 5/4 of full_dump_interval
   std::uint64_t generation_ = 0;
   bool routes_changed_ = false;  // a next hop, reachability or the index's inputs changed during this call
   // Input bounds (route_input.cpp).

@@ -7,7 +7,8 @@
 //
 // Invariant watch, after every single event (delivery, timer, link change) and after each end of a cut: every
 // next hop that changed since the last check is followed towards its destination; the first loop, self next
-// hop or next hop that is not a live neighbour is recorded. A new loop must contain a changed next hop, and a
+// hop or next hop that is not a live neighbour is recorded, and so is a route lost that the test said must be
+// kept (must_keep_routes). A new loop must contain a changed next hop, and a
 // table whose generation() did not move has unchanged next hops, so this sees every state a full scan would.
 // loop_violation() is the full scan, for tests to call at any time.
 //
@@ -76,6 +77,27 @@ class route_sim {
   };
   const statistics& stats() const { return stats_; }
   bool linked(std::size_t a, std::size_t b) const { return adj_[a].contains(b); }
+  // From now on, a route of keep[x][d] = true that x loses (no next hop towards d) is a violation, seen
+  // after every event like a loop.
+  void must_keep_routes(std::vector<std::vector<bool>> keep) { keep_ = std::move(keep); }
+  // From now on, loops towards d are not violations: a test that forges a route (a lie no correct table
+  // tells, which can make one) checks the repair, and convergence_violation() the end state.
+  void tolerate_loops_towards(std::size_t d) { tolerated_ = d; }
+  // Sends what table i has to send now: after a test changed it directly.
+  void pump_now(std::size_t i) {
+    pump(i);
+    watch(false, "pump");
+  }
+  // The nodes the next hops lead through from x to d (x first, d last), or empty if they do not get there.
+  std::vector<std::size_t> route_walk(std::size_t x, std::size_t d) const {
+    std::vector<std::size_t> walk{x};
+    while (x != d && walk.size() <= size()) {
+      const std::int64_t hop = next_index(x, d);
+      if (hop < 0) return {};
+      walk.push_back(x = static_cast<std::size_t>(hop));
+    }
+    return x == d ? walk : std::vector<std::size_t>{};
+  }
 
   void link(std::size_t a, std::size_t b) {
     if (a == b || linked(a, b)) return;
@@ -354,6 +376,12 @@ class route_sim {
     ++checks_;
     if (!violation_.empty()) return;
     for (auto [x, d] : changed) {
+      if (tolerated_ == d) continue;
+      if (!keep_.empty() && keep_[x][d] && snapshot_[x][d] == -1) {
+        violation_ = std::string("after ") + what + ": " + std::to_string(x) + " lost its route to " +
+                     std::to_string(d);
+        return;
+      }
       std::string path = std::to_string(x);
       std::size_t at = x;
       for (std::size_t steps = 0; at != d; ++steps) {
@@ -398,6 +426,8 @@ class route_sim {
   std::uint64_t next_seq_ = 0, in_flight_ = 0, deliveries_ = 0, checks_ = 0;
   std::vector<std::vector<std::int64_t>> snapshot_;  // next hop indices as last checked
   std::vector<std::uint64_t> seen_generation_;
+  std::vector<std::vector<bool>> keep_;  // must_keep_routes
+  std::optional<std::size_t> tolerated_;  // tolerate_loops_towards
   std::string violation_;
   statistics stats_;
 };
