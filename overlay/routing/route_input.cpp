@@ -115,8 +115,7 @@ void route_table::on_update(node_id from, const route_update& u, time_point now)
       continue;
     }
     if (!entry_acceptable(from, e)) continue;
-    store_route(from, e, now);
-    touched.push_back(e.source);
+    if (store_route(from, e, now)) touched.push_back(e.source);
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
@@ -124,15 +123,29 @@ void route_table::on_update(node_id from, const route_update& u, time_point now)
   finish_mutation();
 }
 
-void route_table::store_route(node_id from, const route_entry& e, time_point now) {
+// False if `e` only repeats what `from` last said (every full dump repeats every route): its hold time moves on
+// (lazily: expire() re-queues it when its old time comes), and nothing the selection depends on changed; a
+// source still unreachable asks again for a newer seqno (a request, or its answer, may have been lost).
+bool route_table::store_route(node_id from, const route_entry& e, time_point now) {
   source_state& s = sources_[e.source];
+  const time_point until = now + route_hold_time();
+  if (const auto it = s.via.find(from); it != s.via.end()) {
+    neighbour_route& old = it->second;
+    if (old.seqno == e.seqno && old.metric == e.metric && old.intervals == e.intervals &&
+        old.in_transit == e.in_transit) {
+      old.held_until = until;
+      if (!s.next_hop) schedule_request(e.source, s, now);
+      return false;
+    }
+    drop_route(e.source, s, from);
+  }
   // A retraction's intervals are what the source was last known to hold (select_route).
-  neighbour_route r{e.seqno, e.metric, e.intervals, e.in_transit, now + route_hold_time()};
+  neighbour_route r{e.seqno, e.metric, e.intervals, e.in_transit, until, until};
   note_arrival(s, r, now);
-  if (s.via.contains(from)) drop_route(e.source, s, from);
-  hold_queue_.emplace(r.held_until, e.source, from);
+  hold_queue_.emplace(until, e.source, from);
   held_intervals_ += r.intervals.size() + r.in_transit.size();
   s.via.emplace(from, std::move(r));
+  return true;
 }
 
 // Someone holds a seqno for us newer than ours (another node claiming our name, or a bug): outbid it. A
@@ -222,7 +235,7 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   s.requested_seqno = std::max(s.requested_seqno, r.seqno);  // its answer goes back at once (apply_selection)
   act.kind = request_action::forward;
   act.forward_to = *to;
-  act.forwarded = {r.source, r.seqno, static_cast<std::uint8_t>(r.hop_limit - 1)};
+  act.forwarded = {r.source, r.seqno, static_cast<std::uint16_t>(r.hop_limit - 1)};
   return act;
 }
 

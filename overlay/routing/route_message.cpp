@@ -75,7 +75,7 @@ std::vector<std::vector<std::byte>> encode_update(const route_update& u, std::si
 
 std::vector<std::byte> encode_request(const route_request& r) {
   base::writer w;
-  w.put_u64(r.source).put_u64(r.seqno).put_u8(r.hop_limit);
+  w.put_u64(r.source).put_u64(r.seqno).put_u16(r.hop_limit);
   return std::move(w).take();
 }
 
@@ -121,7 +121,7 @@ std::optional<route_request> decode_request(std::span<const std::byte> payload, 
   if (payload.size() > route_request_bytes) return fail<route_request>(error, "trailing bytes after request");
   base::reader in(payload);
   route_request r;
-  if (!in.get_u64(r.source) || !in.get_u64(r.seqno) || !in.get_u8(r.hop_limit))
+  if (!in.get_u64(r.source) || !in.get_u64(r.seqno) || !in.get_u16(r.hop_limit))
     return fail<route_request>(error, "truncated request");
   if (r.hop_limit == 0) return fail<route_request>(error, "hop limit 0");
   return r;

@@ -14,7 +14,8 @@
 //   Intervals are half-open, each non-empty (lo < hi), sorted and disjoint (prev.hi <= lo) within each list;
 //   at most 4096 over both.
 // Request payload:
-//   u64 source, u64 seqno, u8 hop_limit (never 0, RFC 8966 4.6.11).
+//   u64 source, u64 seqno, u16 hop_limit (never 0; RFC 8966 4.6.11 has 8 bits, too few for an overlay's long
+//   paths: a request must reach a source 150 hops away on a ring of 300).
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -33,7 +34,7 @@ namespace phoenix::overlay {
 inline constexpr std::size_t route_update_header_bytes = 4;
 inline constexpr std::size_t route_entry_header_bytes = 22;
 inline constexpr std::size_t route_interval_bytes = 16;
-inline constexpr std::size_t route_request_bytes = 17;
+inline constexpr std::size_t route_request_bytes = 18;
 inline constexpr std::size_t max_route_intervals = 4096;
 
 // Bytes one entry takes on the wire.

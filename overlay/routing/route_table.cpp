@@ -389,6 +389,12 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     s.requested_seqno = std::max(s.requested_seqno, wanted);
     s.last_request = now;
     s.ever_requested = true;
+    // RFC 8966 3.8.2.1: sent again a few times if no answer comes (a request, or its answer, can be dropped
+    // by a rate limit on the way), after 2, 4 and 8 holdoffs; a neighbour repeating its route starts over.
+    if (s.request_resends < max_request_resends) {
+      ++s.request_resends;
+      set_timer(request_queue_, s.request_due, source, now + params_.request_holdoff * (1 << s.request_resends));
+    }
   }
   return out;
 }
@@ -407,13 +413,21 @@ void route_table::expire(time_point now) {
   if (own_raise_due_ && *own_raise_due_ <= now) apply_own_raise(now);
   std::vector<node_id> touched;
   while (!hold_queue_.empty() && std::get<0>(*hold_queue_.begin()) <= now) {
-    const auto [until, source, neighbour] = *hold_queue_.begin();
-    drop_route(source, sources_.at(source), neighbour);
+    const auto [queued, source, neighbour] = *hold_queue_.begin();
+    source_state& s = sources_.at(source);
+    neighbour_route& r = s.via.at(neighbour);
+    if (r.held_until > now) {  // refreshed since it was queued (store_route): queued again, for its new time
+      hold_queue_.erase(hold_queue_.begin());
+      r.queued_until = r.held_until;
+      hold_queue_.emplace(r.queued_until, source, neighbour);
+      continue;
+    }
+    drop_route(source, s, neighbour);
     touched.push_back(source);
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  for (node_id source : touched) select_route(source, sources_.at(source), now);  // DSDV: like a broken link
+  for (node_id source : touched) select_route(source, sources_.at(source), now);  // like a broken link
   while (!expiry_queue_.empty() && expiry_queue_.begin()->first <= now) {
     forget(sources_.find(expiry_queue_.begin()->second));
   }
@@ -537,11 +551,12 @@ void route_table::schedule_trigger(node_id source, time_point due) {
 // Rule 6 / RFC 8966 3.8.1.1: worth asking only if some neighbour has a finite route we cannot use now;
 // at most one round of requests per source per request_holdoff.
 void route_table::schedule_request(node_id source, source_state& s, time_point now) {
-  if (s.request_due) return;
   const bool someone_has_a_route =
       std::any_of(s.via.begin(), s.via.end(), [](const auto& v) { return v.second.metric != infinite_metric; });
   if (!someone_has_a_route) return;
   const time_point due = s.ever_requested ? std::max(now, s.last_request + params_.request_holdoff) : now;
+  if (s.request_due && *s.request_due <= due) return;
+  s.request_resends = 0;
   set_timer(request_queue_, s.request_due, source, due);
 }
 
@@ -558,7 +573,7 @@ void route_table::set_timer(timer_queue& q, std::optional<time_point>& slot, nod
 void route_table::forget(std::map<node_id, source_state>::iterator it) {
   source_state& s = it->second;
   for (const auto& [n, r] : s.via) {
-    hold_queue_.erase({r.held_until, it->first, n});
+    hold_queue_.erase({r.queued_until, it->first, n});
     held_intervals_ -= r.intervals.size() + r.in_transit.size();
   }
   set_timer(trigger_queue_, s.trigger_due, it->first, std::nullopt);
@@ -570,7 +585,7 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
 
 void route_table::drop_route(node_id source, source_state& s, node_id neighbour) {
   auto it = s.via.find(neighbour);
-  hold_queue_.erase({it->second.held_until, source, neighbour});
+  hold_queue_.erase({it->second.queued_until, source, neighbour});
   held_intervals_ -= it->second.intervals.size() + it->second.in_transit.size();
   s.via.erase(it);
 }

@@ -81,7 +81,7 @@ struct route_update {
 struct route_request {
   node_id source = 0;
   std::uint64_t seqno = 0;
-  std::uint8_t hop_limit = 0;
+  std::uint16_t hop_limit = 0;
   friend bool operator==(const route_request&, const route_request&) = default;
 };
 
@@ -124,7 +124,9 @@ struct route_input_stats {
 
 class route_table {
  public:
-  static constexpr std::uint8_t request_hop_limit = 64;
+  // How far a seqno request travels: beyond it, a path is repaired by full dumps and hold times only.
+  static constexpr std::uint16_t request_hop_limit = 1024;
+  static constexpr int max_request_resends = 3;
 
   route_table(node_id self, route_params params, time_point now);
 
@@ -262,7 +264,8 @@ class route_table {
     std::uint16_t metric = infinite_metric;  // as advertised, i.e. without our hop
     std::vector<route_interval> intervals;
     std::vector<route_interval> in_transit;
-    time_point held_until{};  // dropped if not refreshed by then (key in hold_queue_)
+    time_point held_until{};    // dropped if not refreshed by then
+    time_point queued_until{};  // its key in hold_queue_: held_until when queued, earlier once refreshed
   };
   struct feasibility_distance {  // RFC 8966 3.5.1, with DSDV seqnos
     std::uint64_t seqno = 0;
@@ -300,6 +303,7 @@ class route_table {
     std::optional<time_point> trigger_due, request_due, expiry_due;
     time_point last_request{};
     bool ever_requested = false;
+    int request_resends = 0;  // of the last request, while no answer came (collect_requests)
     // Last request for it answered or forwarded: one per request_holdoff, which also suppresses duplicates
     // of a forwarded request (RFC 8966 3.8.1.2).
     std::optional<time_point> request_acted_at;
@@ -336,7 +340,7 @@ class route_table {
 
   // bookkeeping
   void note_arrival(source_state& s, const neighbour_route& r, time_point now);
-  void store_route(node_id from, const route_entry& e, time_point now);
+  bool store_route(node_id from, const route_entry& e, time_point now);
   void note_about_self(const route_entry& e, time_point now);
   std::optional<time_point>& trigger_slot(node_id source);
   void schedule_trigger(node_id source, time_point due);
@@ -372,7 +376,7 @@ class route_table {
   std::size_t lost_intervals_ = 0;      // over all of lost_
   time_point alone_at_{};               // the last instant this node had no neighbour (lost_owners)
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
-  std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (held_until, source, neighbour)
+  std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (queued_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;
   time_point next_full_dump_;
   std::uint64_t jitter_state_;  // splitmix64, seeded by self_

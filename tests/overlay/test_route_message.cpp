@@ -102,9 +102,9 @@ TEST_CASE("route_message: update round trip") {
 }
 
 TEST_CASE("route_message: request layout, round trip and strictness") {
-  const route_request r{0x0102030405060708ull, 0x1122, 64};
+  const route_request r{0x0102030405060708ull, 0x1122, 0x0401};
   const auto p = encode_request(r);
-  CHECK(p == bytes({8, 7, 6, 5, 4, 3, 2, 1, 0x22, 0x11, 0, 0, 0, 0, 0, 0, 64}));
+  CHECK(p == bytes({8, 7, 6, 5, 4, 3, 2, 1, 0x22, 0x11, 0, 0, 0, 0, 0, 0, 0x01, 0x04}));
   CHECK(decode_request(p) == r);
   std::string err;
   auto shorter = p;
@@ -116,7 +116,7 @@ TEST_CASE("route_message: request layout, round trip and strictness") {
   CHECK_FALSE(decode_request(longer, &err));
   CHECK(err.find("trailing") != std::string::npos);
   auto zero_hops = p;
-  zero_hops.back() = std::byte{0};
+  zero_hops[16] = zero_hops[17] = std::byte{0};
   CHECK_FALSE(decode_request(zero_hops, &err));
   CHECK_FALSE(decode_request({}));
 }

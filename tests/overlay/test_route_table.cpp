@@ -142,12 +142,12 @@ TEST_CASE("route_table: neighbour_down retracts at once, at the seqno it had, an
     t.neighbour_down(a, t0 + 1s);
     CHECK(find_entry(t.collect_triggered(t0 + 1s), s) == entry(s, 10, infinite_metric, {{5, 6}}));
     using req = std::pair<node_id, route_request>;
-    CHECK(t.collect_requests(t0 + 1s) == std::vector<req>{{b, {s, 11, 64}}});
+    CHECK(t.collect_requests(t0 + 1s) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
     // b repeats its stale route: asked again only after the holdoff.
     t.on_update(b, update({entry(s, 10, 3)}), t0 + 1050ms);
     CHECK(t.collect_requests(t0 + 1050ms).empty());
     CHECK(t.next_deadline() == t0 + 1200ms);
-    CHECK(t.collect_requests(t0 + 1200ms) == std::vector<req>{{b, {s, 11, 64}}});
+    CHECK(t.collect_requests(t0 + 1200ms) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
     CHECK_FALSE(t.is_reachable(s));
     // The source's newer seqno makes b's route feasible.
     t.on_update(b, update({entry(s, 12, 3)}), t0 + 2s);
@@ -156,6 +156,24 @@ TEST_CASE("route_table: neighbour_down retracts at once, at the seqno it had, an
     t.on_update(b, update({entry(s, 12, 3)}), t0 + 3s);
     CHECK(t.collect_requests(t0 + 3s).empty());
     CHECK_FALSE(t.has_pending_output());
+  }
+  SUBCASE("no answer: asked again after 2, 4 and 8 holdoffs, then when b next repeats its route") {
+    t.on_update(b, update({entry(s, 10, 3)}), t0);
+    t.neighbour_down(a, t0 + 1s);
+    using req = std::pair<node_id, route_request>;
+    const std::vector<req> ask{{b, {s, 11, route_table::request_hop_limit}}};
+    CHECK(t.collect_requests(t0 + 1s) == ask);
+    REQUIRE(t.collect_triggered(t0 + 1s).has_value());  // the retraction
+    time_point at = t0 + 1s;
+    for (const auto wait : {400ms, 800ms, 1600ms}) {
+      CHECK(t.next_deadline() == at + wait);
+      CHECK(t.collect_requests(at + wait - 1ms).empty());
+      at += wait;
+      CHECK(t.collect_requests(at) == ask);
+    }
+    CHECK_FALSE(t.has_pending_output());  // no more requests until b says something
+    t.on_update(b, update({entry(s, 10, 3)}), at + 1s);
+    CHECK(t.collect_requests(at + 1s) == ask);
   }
   SUBCASE("b's route at the same seqno but below the feasibility distance (10, 2) is used at once") {
     t.on_update(b, update({entry(s, 10, 3)}), t0);
@@ -413,7 +431,7 @@ TEST_CASE("route_table: a route its neighbour stops refreshing is dropped after 
   CHECK_FALSE(t.is_reachable(s));  // like a broken link: retracted at once
   CHECK(t.collect_triggered(t0 + 35s) == update({entry(s, 10, infinite_metric)}));
   using req = std::pair<node_id, route_request>;
-  CHECK(t.collect_requests(t0 + 35s) == std::vector<req>{{b, {s, 11, 64}}});
+  CHECK(t.collect_requests(t0 + 35s) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
   t.expire(t0 + 55s);  // b's entry times out as well: nobody to ask any more
   t.on_update(b, update({entry(s, 10, 2)}), t0 + 56s);
   t.neighbour_down(b, t0 + 57s);
