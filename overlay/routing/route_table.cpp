@@ -554,7 +554,9 @@ void route_table::schedule_request(node_id source, source_state& s, time_point n
   const bool someone_has_a_route =
       std::any_of(s.via.begin(), s.via.end(), [](const auto& v) { return v.second.metric != infinite_metric; });
   if (!someone_has_a_route) return;
-  const time_point due = s.ever_requested ? std::max(now, s.last_request + params_.request_holdoff) : now;
+  const time_point due =
+      s.ever_requested ? std::max(now + params_.request_delay, s.last_request + params_.request_holdoff)
+                       : now + params_.request_delay;
   if (s.request_due && *s.request_due <= due) return;
   s.request_resends = 0;
   set_timer(request_queue_, s.request_due, source, due);

@@ -91,15 +91,21 @@ struct route_params {
   std::chrono::milliseconds expiry{60000};           // an unreachable source is forgotten after this (but see
                                                      // route_table::source_expiry())
   std::chrono::milliseconds request_holdoff{200};    // min gap between two seqno requests for one source
+  // A first request waits this long: a neighbour's finite route may be one its next retraction takes back (the
+  // retraction wave of a cut passes each node one hop behind the other), and only nodes next to a real route
+  // should ask.
+  std::chrono::milliseconds request_delay{50};
   // How far an update's or a request's seqno may lie beyond the newest one seen for a known source
   // (route_input.cpp argues the value); beyond it the input is ignored.
   std::uint64_t seqno_window = std::uint64_t{1} << 16;
   // Min gap between two raises of the own seqno answering updates that name this node at a newer seqno (another
   // node claiming its name): the first raise is immediate, later ones are merged into one at the gap's end.
   std::chrono::milliseconds own_raise_holdoff{200};
-  // Seqno requests acted on (answered or forwarded), all sources together: a token bucket.
-  std::uint32_t requests_per_second = 200;
-  std::uint32_t request_burst = 100;
+  // Seqno requests acted on (answered or forwarded), all sources together: a token bucket. A cut can make every
+  // node on one side ask for half the others' seqnos at once, each request forwarded along a path of up to half
+  // the network: at 200 a second, a ring of 200 lost most of the requests that mattered on the way.
+  std::uint32_t requests_per_second = 2000;
+  std::uint32_t request_burst = 1000;
   // Memory a neighbour can make this node hold: known sources, and intervals held over all neighbour routes.
   std::size_t max_sources = std::size_t{1} << 16;
   std::size_t max_held_intervals = std::size_t{1} << 20;

@@ -142,12 +142,15 @@ TEST_CASE("route_table: neighbour_down retracts at once, at the seqno it had, an
     t.neighbour_down(a, t0 + 1s);
     CHECK(find_entry(t.collect_triggered(t0 + 1s), s) == entry(s, 10, infinite_metric, {{5, 6}}));
     using req = std::pair<node_id, route_request>;
-    CHECK(t.collect_requests(t0 + 1s) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
+    // Not at once: b's route may be one b's next retraction takes back (request_delay).
+    CHECK(t.collect_requests(t0 + 1s).empty());
+    CHECK(t.next_deadline() == t0 + 1050ms);
+    CHECK(t.collect_requests(t0 + 1050ms) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
     // b repeats its stale route: asked again only after the holdoff.
-    t.on_update(b, update({entry(s, 10, 3)}), t0 + 1050ms);
-    CHECK(t.collect_requests(t0 + 1050ms).empty());
-    CHECK(t.next_deadline() == t0 + 1200ms);
-    CHECK(t.collect_requests(t0 + 1200ms) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
+    t.on_update(b, update({entry(s, 10, 3)}), t0 + 1100ms);
+    CHECK(t.collect_requests(t0 + 1100ms).empty());
+    CHECK(t.next_deadline() == t0 + 1250ms);
+    CHECK(t.collect_requests(t0 + 1250ms) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
     CHECK_FALSE(t.is_reachable(s));
     // The source's newer seqno makes b's route feasible.
     t.on_update(b, update({entry(s, 12, 3)}), t0 + 2s);
@@ -162,9 +165,9 @@ TEST_CASE("route_table: neighbour_down retracts at once, at the seqno it had, an
     t.neighbour_down(a, t0 + 1s);
     using req = std::pair<node_id, route_request>;
     const std::vector<req> ask{{b, {s, 11, route_table::request_hop_limit}}};
-    CHECK(t.collect_requests(t0 + 1s) == ask);
     REQUIRE(t.collect_triggered(t0 + 1s).has_value());  // the retraction
-    time_point at = t0 + 1s;
+    time_point at = t0 + 1050ms;                         // after request_delay
+    CHECK(t.collect_requests(at) == ask);
     for (const auto wait : {400ms, 800ms, 1600ms}) {
       CHECK(t.next_deadline() == at + wait);
       CHECK(t.collect_requests(at + wait - 1ms).empty());
@@ -173,7 +176,13 @@ TEST_CASE("route_table: neighbour_down retracts at once, at the seqno it had, an
     }
     CHECK_FALSE(t.has_pending_output());  // no more requests until b says something
     t.on_update(b, update({entry(s, 10, 3)}), at + 1s);
-    CHECK(t.collect_requests(at + 1s) == ask);
+    CHECK(t.collect_requests(at + 1s + 50ms) == ask);
+  }
+  SUBCASE("b retracts its route within the request delay: nobody is asked") {
+    t.on_update(b, update({entry(s, 10, 3)}), t0);
+    t.neighbour_down(a, t0 + 1s);
+    t.on_update(b, update({entry(s, 10, infinite_metric)}), t0 + 1010ms);
+    CHECK(t.collect_requests(t0 + 1050ms).empty());
   }
   SUBCASE("b's route at the same seqno but below the feasibility distance (10, 2) is used at once") {
     t.on_update(b, update({entry(s, 10, 3)}), t0);
@@ -431,7 +440,7 @@ TEST_CASE("route_table: a route its neighbour stops refreshing is dropped after 
   CHECK_FALSE(t.is_reachable(s));  // like a broken link: retracted at once
   CHECK(t.collect_triggered(t0 + 35s) == update({entry(s, 10, infinite_metric)}));
   using req = std::pair<node_id, route_request>;
-  CHECK(t.collect_requests(t0 + 35s) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
+  CHECK(t.collect_requests(t0 + 35s + 50ms) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
   t.expire(t0 + 55s);  // b's entry times out as well: nobody to ask any more
   t.on_update(b, update({entry(s, 10, 2)}), t0 + 56s);
   t.neighbour_down(b, t0 + 57s);
@@ -860,6 +869,21 @@ TEST_CASE("route_table: sim: a cut in a ring of 20 takes no route that did not g
                 << std::chrono::duration_cast<std::chrono::milliseconds>(sim.now() - cut_at).count() << " ms, "
                 << sim.stats().requests << " seqno requests");
   CHECK(sim.table(cut_a).next_hop(route_sim::id(cut_b)) == route_sim::id(n - 1));
+}
+
+TEST_CASE("route_table: sim: a cut in a ring of 200 is repaired by seqno requests before the next full dump") {
+  route_sim sim(200, {});  // full dumps every 10 s
+  wire(sim, ring_edges(200));
+  REQUIRE(sim.run_until_quiet(60s));
+  const time_point at = sim.now();
+  const auto asked = sim.stats().requests;
+  sim.cut(0, 199);
+  // Every node on one side loses its route to half of the other side at once, and asks: the requests that reach
+  // the sources must not be crowded out on the way by the rate limit.
+  REQUIRE(sim.run_until_quiet(5s));
+  REQUIRE_MESSAGE(sim.convergence_violation().empty(), sim.convergence_violation());
+  MESSAGE("quiet after " << std::chrono::duration_cast<std::chrono::milliseconds>(sim.now() - at).count()
+                         << " ms, " << sim.stats().requests - asked << " seqno requests sent");
 }
 
 TEST_CASE("route_table: sim: a forged route to a node at a seqno above its own is outbid within one round of messages") {
