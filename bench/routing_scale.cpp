@@ -424,7 +424,7 @@ class case_runner {
       return *std::max_element(dist.begin(), dist.end());
     }());
     const base::interval half{k_vnodes_per_node / 2, k_vnodes_per_node};
-    const std::uint64_t probe = k_vnodes_per_node / 2 + 1;  // not the sample vnode, which routes_right checks
+    const std::uint64_t probe = net.sample_vnode(0);  // in that half
     if (net.node(0).release(half) != base::interval_set::result::ok) throw failure{"node 0 could not release"};
     const auto start = steady::now();
     const auto done = wait("news", io, net, {[&](std::size_t i, std::size_t) {

@@ -388,7 +388,6 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     out.emplace_back(*to, route_request{source, wanted, request_hop_limit});
     s.requested_seqno = std::max(s.requested_seqno, wanted);
     s.last_request = now;
-    s.ever_requested = true;
     // RFC 8966 3.8.2.1: sent again a few times if no answer comes (a request, or its answer, can be dropped
     // by a rate limit on the way), after 2, 4 and 8 holdoffs; a neighbour repeating its route starts over.
     if (s.request_resends < max_request_resends) {
@@ -554,9 +553,7 @@ void route_table::schedule_request(node_id source, source_state& s, time_point n
   const bool someone_has_a_route =
       std::any_of(s.via.begin(), s.via.end(), [](const auto& v) { return v.second.metric != infinite_metric; });
   if (!someone_has_a_route) return;
-  const time_point due =
-      s.ever_requested ? std::max(now + params_.request_delay, s.last_request + params_.request_holdoff)
-                       : now + params_.request_delay;
+  const time_point due = std::max(now + params_.request_delay, s.last_request + params_.request_holdoff);
   if (s.request_due && *s.request_due <= due) return;
   s.request_resends = 0;
   set_timer(request_queue_, s.request_due, source, due);

@@ -307,8 +307,7 @@ class route_table {
     std::chrono::nanoseconds settling_avg{0};
     // Pending work; mirrors of the keys in the timer queues so they can be removed.
     std::optional<time_point> trigger_due, request_due, expiry_due;
-    time_point last_request{};
-    bool ever_requested = false;
+    time_point last_request = time_point::min();  // none yet
     int request_resends = 0;  // of the last request, while no answer came (collect_requests)
     // Last request for it answered or forwarded: one per request_holdoff, which also suppresses duplicates
     // of a forwarded request (RFC 8966 3.8.1.2).
@@ -364,6 +363,7 @@ class route_table {
   void shrink_lost(node_id source, const std::vector<route_interval>& intervals);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
+  time_point next_dump_after(time_point now);  // now + 3/4 .. 5/4 of full_dump_interval
 
   node_id self_;
   route_params params_;
@@ -386,7 +386,6 @@ class route_table {
   std::optional<time_point> own_trigger_due_;
   time_point next_full_dump_;
   std::uint64_t jitter_state_;  // splitmix64, seeded by self_
-  time_point next_dump_after(time_point now);  // now + 3/4 .. 5/4 of full_dump_interval
   std::uint64_t generation_ = 0;
   bool routes_changed_ = false;  // a next hop, reachability or the index's inputs changed during this call
   // Input bounds (route_input.cpp).
