@@ -23,7 +23,8 @@
 //    claims costs one update. A claim beyond the window is ignored: following it would put the node's own
 //    updates beyond its neighbours' windows, and make it unreachable.
 //  - Seqno requests (RFC 8966 3.8.1.2) are acted on at most once per request_holdoff per source and at
-//    requests_per_second overall, and only within the window of the newest seqno seen.
+//    requests_per_second overall, and only within the window of the newest seqno seen; one for this node only up
+//    to its next seqno, and forwarded with a hop limit of at most request_hop_limit.
 #include <algorithm>
 #include <chrono>
 
@@ -211,6 +212,14 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   request_action act;
   if (from == self_ || !neighbours_.contains(from) || r.hop_limit == 0) return act;
   if (r.source == self_) {
+    // No honest request asks for more than the next seqno: requesters ask one above what their feasibility
+    // distance holds, which came from this node. Granting more lets a key holder walk the seqno a window per
+    // request, and the answers, passed on at once along the request's path, outrun the nodes beside it, which
+    // hear the new seqno only in dumps, beyond their window: the name is unreachable for them until forgotten.
+    if (r.seqno > seqno::next_even_above(own_seqno_)) {
+      ++stats_.seqno_out_of_window;
+      return act;
+    }
     if (!seqno_acceptable(own_seqno_, r.seqno) || !request_allowed(own_request_acted_at_, now)) return act;
     // RFC 8966 3.8.1.2: the source answers by making its seqno at least the one asked for.
     own_seqno_ = std::max(own_seqno_, seqno::even_at_least(r.seqno));
@@ -235,7 +244,8 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   s.requested_seqno = std::max(s.requested_seqno, r.seqno);  // its answer goes back at once (apply_selection)
   act.kind = request_action::forward;
   act.forward_to = *to;
-  act.forwarded = {r.source, r.seqno, static_cast<std::uint16_t>(r.hop_limit - 1)};
+  // A hop limit above ours is taken as ours: a request must not outlive what this node would give its own.
+  act.forwarded = {r.source, r.seqno, static_cast<std::uint16_t>(std::min(r.hop_limit, request_hop_limit) - 1)};
   return act;
 }
 

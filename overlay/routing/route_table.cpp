@@ -384,7 +384,9 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     // round: the request travels on towards the source, so asking every neighbour only multiplies it.
     const auto to = request_target(s, self_);
     if (!to) continue;
-    const std::uint64_t wanted = std::min(s.seqno + 1, max_plausible_seqno);
+    // One above the feasibility distance's seqno, as Babel asks: it came from a route the source gave, where
+    // s.seqno may be a newer retraction's, which anyone can claim, and the source grants no more than its next.
+    const std::uint64_t wanted = std::min((s.fd ? s.fd->seqno : s.seqno) + 1, max_plausible_seqno);
     out.emplace_back(*to, route_request{source, wanted, request_hop_limit});
     s.requested_seqno = std::max(s.requested_seqno, wanted);
     s.last_request = now;

@@ -453,15 +453,27 @@ TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
   (void)t.collect_triggered(t0);
   using kind = route_table::request_action::kind_t;
 
-  SUBCASE("for ourselves: seqno raised to an even value >= the one asked") {
+  SUBCASE("for ourselves: seqno raised to the next even value, never further") {
     const auto own = t.own_seqno();
-    auto act = t.on_request(b, {me, own + 5, 64}, t0);
+    auto act = t.on_request(b, {me, own + 1, 64}, t0);
     CHECK(act.kind == kind::bumped_own);
-    CHECK(t.own_seqno() == own + 6);
-    CHECK(t.collect_triggered(t0) == update({entry(me, own + 6, 0)}));
+    CHECK(t.own_seqno() == own + 2);
+    CHECK(t.collect_triggered(t0) == update({entry(me, own + 2, 0)}));
     act = t.on_request(b, {me, own + 2, 64}, t0 + 200ms);  // already satisfied: re-advertised, not bumped
-    CHECK(t.own_seqno() == own + 6);
-    CHECK(t.collect_triggered(t0 + 200ms) == update({entry(me, own + 6, 0)}));
+    CHECK(t.own_seqno() == own + 2);
+    CHECK(t.collect_triggered(t0 + 200ms) == update({entry(me, own + 2, 0)}));
+    // More than the next seqno is no honest request (a walk of the seqno, a window at a time): ignored.
+    act = t.on_request(b, {me, own + 6, 64}, t0 + 400ms);
+    CHECK(act.kind == kind::none);
+    CHECK(t.own_seqno() == own + 2);
+    CHECK(t.input_stats().seqno_out_of_window == 1);
+    CHECK(t.on_request(b, {me, own + 4, 64}, t0 + 600ms).kind == kind::bumped_own);
+    CHECK(t.own_seqno() == own + 4);
+  }
+  SUBCASE("a hop limit above ours is forwarded as ours, less one") {
+    const auto act = t.on_request(b, {s, 12, 0xFFFF}, t0);
+    CHECK(act.kind == kind::forward);
+    CHECK(act.forwarded.hop_limit == route_table::request_hop_limit - 1);
   }
   SUBCASE("we hold the seqno asked for: re-advertise, do not forward") {
     auto act = t.on_request(b, {s, 10, 64}, t0);
@@ -638,7 +650,7 @@ TEST_CASE("route_table: seqno requests are acted on once per holdoff per source 
   const auto own = t.own_seqno();
   int bumped = 0;
   for (int i = 1; i <= 100; ++i) {
-    bumped += t.on_request(b, {me, own + 2 * static_cast<std::uint64_t>(i), 64}, t0).kind == kind::bumped_own;
+    bumped += t.on_request(b, {me, own + 1, 64}, t0).kind == kind::bumped_own;
   }
   CHECK(bumped == 1);
   CHECK(t.own_seqno() == own + 2);
