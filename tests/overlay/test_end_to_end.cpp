@@ -12,6 +12,7 @@
 #include "overlay/delivery/receive_streams.hpp"
 #include "overlay/delivery/send_streams.hpp"
 #include "overlay/delivery/stream_codec.hpp"
+#include "support/sanitizer.hpp"
 
 using namespace phoenix::overlay;
 using clock_type = std::chrono::steady_clock;
@@ -448,7 +449,9 @@ TEST_CASE("end-to-end: a next incarnation keeps an earlier one's packets under t
 TEST_CASE(
     "end-to-end: through loss, copies, reordering and migrations every packet is delivered once and in order") {
   int runs_with_resends = 0;
-  for (std::uint64_t seed = 1; seed <= 150; ++seed) {
+  // 150 seeds take 1.5 s here and over 20 s under ASan, where 40 still walk every path many times.
+  const std::uint64_t seeds = phoenix::test::sanitized_build ? 40 : 150;
+  for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
     const auto chance = [&](int percent) { return std::uniform_int_distribution<int>(0, 99)(rng) < percent; };
@@ -540,7 +543,7 @@ TEST_CASE(
     CHECK(acks_fit);
     if (resends > 0) ++runs_with_resends;
   }
-  CHECK(runs_with_resends > 100);
+  CHECK(runs_with_resends * 3 > static_cast<int>(seeds) * 2);  // two runs in three send something again
 }
 
 // Streams with held packets are never forgotten, so past max_streams nothing more is held (its sender sends it

@@ -884,7 +884,9 @@ TEST_CASE("route_table: sim: a cut in a ring of 20 takes no route that did not g
 }
 
 TEST_CASE("route_table: sim: a cut in a ring of 200 is repaired by seqno requests before the next full dump") {
-  route_sim sim(200, {});  // full dumps every 10 s
+  // Full dumps every 10 s. Loop freedom through a cut is watched after every event in the ring of 20 above; here
+  // the watch took 1 s of the run's 2.6 (13 times as long under ASan), and the end state is checked whole.
+  route_sim sim(200, {.watch = false});
   wire(sim, ring_edges(200));
   REQUIRE(sim.run_until_quiet(60s));
   const time_point at = sim.now();
