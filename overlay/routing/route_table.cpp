@@ -331,7 +331,15 @@ void route_table::note_heard_by_all(source_state& s) {
   s.trigger_pinned = false;
 }
 
+time_point route_table::next_trigger() const {
+  if (trigger_queue_.empty()) return time_point::max();
+  const time_point gated = std::max(trigger_queue_.begin()->first, last_triggered_ + params_.trigger_gap);
+  return own_trigger_due_ ? std::min(gated, *own_trigger_due_) : gated;  // the own entry is never held back
+}
+
 std::optional<route_update> route_table::collect_triggered(time_point now) {
+  if (next_trigger() > now) return std::nullopt;
+  last_triggered_ = now;
   std::vector<node_id> due;
   while (!trigger_queue_.empty() && trigger_queue_.begin()->first <= now) {
     const node_id source = trigger_queue_.begin()->second;
@@ -401,8 +409,8 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
 }
 
 time_point route_table::next_deadline() const {
-  time_point t = next_full_dump_;
-  for (const timer_queue* q : {&trigger_queue_, &request_queue_, &expiry_queue_}) {
+  time_point t = std::min(next_full_dump_, next_trigger());
+  for (const timer_queue* q : {&request_queue_, &expiry_queue_}) {
     if (!q->empty()) t = std::min(t, q->begin()->first);
   }
   if (!hold_queue_.empty()) t = std::min(t, std::get<0>(*hold_queue_.begin()));

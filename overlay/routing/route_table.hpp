@@ -95,6 +95,10 @@ struct route_params {
   // retraction wave of a cut passes each node one hop behind the other), and only nodes next to a real route
   // should ask.
   std::chrono::milliseconds request_delay{50};
+  // Min gap between two triggered updates (RFC 8966 3.7.2: triggered updates may be buffered briefly): what
+  // changes within it goes out as one update. A cut's news reaches a node as a stream of frames, and one update
+  // per frame received multiplied the frames a hundredfold. A change to the own entry is never held back.
+  std::chrono::milliseconds trigger_gap{5};
   // How far an update's or a request's seqno may lie beyond the newest one seen for a known source
   // (route_input.cpp argues the value); beyond it the input is ignored.
   std::uint64_t seqno_window = std::uint64_t{1} << 16;
@@ -191,7 +195,8 @@ class route_table {
   // --- output ---
   // Entries whose advertisement changed (reachability, metric or intervals against what was last sent) and
   // whose settling delay has passed, or nullopt. Updates feasibility distances. A newer seqno with a worse
-  // metric than last advertised waits settling_time(); a change undone before it went out is not sent.
+  // metric than last advertised waits settling_time(); a change undone before it went out is not sent. Within
+  // trigger_gap of the last update returned, nothing is (unless the own entry is due).
   std::optional<route_update> collect_triggered(time_point now);
   bool full_dump_due(time_point now) const { return now >= next_full_dump_; }
   // Every known source incl. self and unreachable ones; restarts the full dump period, jittered (RFC 8966
@@ -364,6 +369,7 @@ class route_table {
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
   time_point next_dump_after(time_point now);  // now + 3/4 .. 5/4 of full_dump_interval
+  time_point next_trigger() const;  // when collect_triggered() next returns an update (max() if nothing waits)
 
   node_id self_;
   route_params params_;
@@ -384,6 +390,7 @@ class route_table {
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
   std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (queued_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;
+  time_point last_triggered_ = time_point::min();  // when collect_triggered last returned an update
   time_point next_full_dump_;
   std::uint64_t jitter_state_;  // splitmix64, seeded by self_
   std::uint64_t generation_ = 0;

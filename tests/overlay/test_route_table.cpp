@@ -23,8 +23,16 @@ route_entry entry(node_id source, std::uint64_t seqno, std::uint16_t metric,
 }
 route_update update(std::vector<route_entry> entries) { return {false, std::move(entries)}; }
 
+// The unit tests below look at each triggered update as it becomes due: no gap between two (trigger_gap, which
+// the simulated networks keep, has a test of its own).
+route_params unbatched() {
+  route_params p;
+  p.trigger_gap = {};
+  return p;
+}
+
 // A table with the given neighbours up and the resulting triggered update and full dump already sent.
-route_table make_table(std::initializer_list<node_id> neighbours, route_params p = {}) {
+route_table make_table(std::initializer_list<node_id> neighbours, route_params p = unbatched()) {
   route_table t(me, p, t0);
   for (node_id n : neighbours) t.neighbour_up(n, t0);
   (void)t.collect_triggered(t0);
@@ -228,6 +236,25 @@ TEST_CASE("route_table: a neighbour's retraction takes only the route through th
   CHECK(view_of(t, s).metric == 2);
 }
 
+TEST_CASE("route_table: changes within trigger_gap of the last triggered update go out as one, the own entry at once") {
+  const route_params p;  // trigger_gap 5 ms
+  REQUIRE(p.trigger_gap == 5ms);
+  auto t = make_table({a, b}, p);  // its last triggered update went at t0
+  t.on_update(a, update({entry(s, 10, 1)}), t0 + 1ms);
+  CHECK(t.collect_triggered(t0 + 1ms) == std::nullopt);
+  t.on_update(b, update({entry(s2, 10, 1)}), t0 + 2ms);
+  CHECK(t.next_deadline() == t0 + 5ms);
+  CHECK(t.collect_triggered(t0 + 4ms) == std::nullopt);
+  CHECK(t.collect_triggered(t0 + 5ms) == update({entry(s, 10, 2), entry(s2, 10, 2)}));
+  // A change of its own goes at once, and takes what is due along.
+  t.on_update(a, update({entry(c, 10, 1)}), t0 + 6ms);
+  CHECK(t.collect_triggered(t0 + 6ms) == std::nullopt);
+  t.set_local_intervals({{0, 10}}, t0 + 7ms);
+  CHECK(t.next_deadline() == t0 + 7ms);
+  CHECK(t.collect_triggered(t0 + 7ms) == update({entry(c, 10, 2), entry(me, t.own_seqno(), 0, {{0, 10}})}));
+  CHECK_FALSE(t.has_pending_output());
+}
+
 TEST_CASE("route_table: interval changes are triggered, seqno-only changes wait for the full dump") {
   auto t = make_table({a});
   t.on_update(a, update({entry(s, 10, 1, {{0, 10}})}), t0);
@@ -328,7 +355,7 @@ TEST_CASE("route_table: settling delays a worse newer route's advertisement but 
 }
 
 TEST_CASE("route_table: settling time is capped by max_settling_time") {
-  route_params p;
+  route_params p = unbatched();
   p.max_settling_time = 30ms;
   auto t = make_table({a, b}, p);
   t.on_update(b, update({entry(s, 10, 4)}), t0);
@@ -381,7 +408,7 @@ TEST_CASE("route_table: owner_of with several sources, overlaps and unreachable 
 }
 
 TEST_CASE("route_table: unreachable sources expire, reachable ones do not") {
-  route_params p;
+  route_params p = unbatched();
   p.expiry = 60s;
   p.full_dump_interval = 10s;  // routes held 35 s, so sources are kept at least 45 s
   auto t = make_table({a, b}, p);
@@ -412,7 +439,7 @@ TEST_CASE("route_table: unreachable sources expire, reachable ones do not") {
 }
 
 TEST_CASE("route_table: sources are kept past the hold time of the routes we advertised for them") {
-  route_params p;
+  route_params p = unbatched();
   p.expiry = 1s;  // too short to be safe: forgetting FD while a neighbour may still hold our finite route
   p.full_dump_interval = 10s;
   auto t = make_table({a}, p);
@@ -427,7 +454,7 @@ TEST_CASE("route_table: sources are kept past the hold time of the routes we adv
 }
 
 TEST_CASE("route_table: a route its neighbour stops refreshing is dropped after the hold time") {
-  route_params p;
+  route_params p = unbatched();
   p.full_dump_interval = 10s;  // hold time 35 s
   auto t = make_table({a, b}, p);
   t.on_update(a, update({entry(s, 10, 1)}), t0);
@@ -537,7 +564,7 @@ TEST_CASE("route_table: a seqno 2^64-1 for a known source is ignored and the rea
 }
 
 TEST_CASE("route_table: a seqno beyond the window of the newest seen is ignored, one within it is followed") {
-  route_params p;
+  route_params p = unbatched();
   p.seqno_window = 1000;
   auto t = make_table({a, b}, p);
   t.on_update(a, update({entry(s, 10, 1)}), t0);
@@ -621,7 +648,7 @@ TEST_CASE("route_table: a metric of 0 for a source other than the sender is igno
 }
 
 TEST_CASE("route_table: new sources past max_sources and intervals past max_held_intervals are ignored") {
-  route_params p;
+  route_params p = unbatched();
   p.max_sources = 3;
   p.max_held_intervals = 4;
   auto t = make_table({a, b}, p);
@@ -642,7 +669,7 @@ TEST_CASE("route_table: new sources past max_sources and intervals past max_held
 }
 
 TEST_CASE("route_table: seqno requests are acted on once per holdoff per source and at a bounded total rate") {
-  route_params p;
+  route_params p = unbatched();
   p.requests_per_second = 10;
   p.request_burst = 5;
   auto t = make_table({a, b}, p);
@@ -690,7 +717,7 @@ TEST_CASE("route_table: ignores updates from itself, from non-neighbours and rou
 }
 
 TEST_CASE("route_table: full dumps carry everything, keep the own seqno and restart the period, jittered") {
-  route_params p;
+  route_params p = unbatched();
   p.full_dump_interval = 10s;
   auto t = make_table({a, b}, p);
   // The first period: 3/4 to 5/4 of the interval.
@@ -726,7 +753,7 @@ TEST_CASE("route_table: full dumps carry everything, keep the own seqno and rest
 }
 
 TEST_CASE("route_table: full dump periods are spread over 3/4 to 5/4 of the interval, differently per node") {
-  route_params p;
+  route_params p = unbatched();
   p.full_dump_interval = 1s;
   std::set<std::int64_t> firsts;
   std::chrono::nanoseconds lo = 10s, hi = 0s, sum = 0s;
@@ -1212,7 +1239,7 @@ TEST_CASE("route_table: what another node owned of a lost source's intervals sta
 }
 
 TEST_CASE("route_table: records of lost sources are bounded, the oldest dropped first") {
-  route_params p;
+  route_params p = unbatched();
   p.max_sources = 3;
   auto t = make_table({a}, p);
   for (node_id src = 100; src < 103; ++src)
