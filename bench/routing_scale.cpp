@@ -244,6 +244,17 @@ class network {
     for (const auto& nd : nodes_) sum += nd->routing_bytes_sent();
     return sum;
   }
+  ov::routing_driver::traffic routing_traffic() const {
+    ov::routing_driver::traffic sum;
+    for (const auto& nd : nodes_) {
+      const auto t = nd->routing_traffic();
+      sum.bytes += t.bytes;
+      sum.update_frames += t.update_frames;
+      sum.requests += t.requests;
+      sum.requests_limited += t.requests_limited;
+    }
+    return sum;
+  }
 
  private:
   std::size_t n_;
@@ -439,11 +450,26 @@ class case_runner {
 
   double cut_and_converge(asio::io_context& io, network& net, wrong_samples& samples) {
     const edge cut = g_.edges[g_.cut];
+    const auto before = net.routing_traffic();
     if (!net.node(cut.a).drop_link(net.name(cut.b))) throw failure{"the link to cut was not up"};
     const auto start = steady::now();
-    const auto done =
-        wait("cut", io, net, topology_ == "line" ? halves_apart(net) : rerouted(net, cut), &samples);
-    return ms_between(start, done);
+    // What the cut made the nodes send, also when the phase times out.
+    const auto tell = [&] {
+      const auto t = net.routing_traffic();
+      remark("cut: " + std::to_string(t.update_frames - before.update_frames) + " update frames, " +
+             std::to_string(t.requests - before.requests) + " seqno requests sent or forwarded, " +
+             std::to_string(t.requests_limited - before.requests_limited) + " ignored by rate limits, " +
+             std::to_string((t.bytes - before.bytes) / 1024) + " KiB");
+    };
+    try {
+      const auto done =
+          wait("cut", io, net, topology_ == "line" ? halves_apart(net) : rerouted(net, cut), &samples);
+      tell();
+      return ms_between(start, done);
+    } catch (const failure&) {
+      tell();
+      throw;
+    }
   }
 
   // The line cut in the middle: each half still routes within itself, and no node reaches the other half.

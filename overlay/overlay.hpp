@@ -196,6 +196,7 @@ class overlay final : public connection_owner {
   // simulations of many nodes in one process (bench/routing_scale). Both overlays must share io_context.
   void connect_local(overlay& other) { links_.connect_local(other.links_); }
   std::uint64_t routing_bytes_sent() const { return routing_.bytes_sent(); }
+  routing_driver::traffic routing_traffic() const { return routing_.traffic_sent(); }
 
   // Direct reads while an application thread spins for a message (connection::begin_direct): the link that
   // brought the last data frame is read directly until end_direct_reads(); every other link, and that one

@@ -136,12 +136,17 @@ void routing_driver::on_timer() {
 
 void routing_driver::send_update(const route_update& u) {
   if (u.entries.empty() && !u.full_dump) return;
-  for (const auto& payload : encode_update(u, links_.params().max_payload))
-    bytes_sent_ += links_.send_to_all(make_control_frame(frame_type::route_update, payload));
+  for (const auto& payload : encode_update(u, links_.params().max_payload)) {
+    const auto frame = make_control_frame(frame_type::route_update, payload);
+    const std::uint64_t bytes = links_.send_to_all(frame);
+    traffic_.bytes += bytes;
+    traffic_.update_frames += bytes / frame.size();
+  }
 }
 
 void routing_driver::send_request(node_id to, const route_request& r) {
-  bytes_sent_ += links_.send_to(to, make_control_frame(frame_type::route_request, encode_request(r)));
+  traffic_.bytes += links_.send_to(to, make_control_frame(frame_type::route_request, encode_request(r)));
+  ++traffic_.requests;
 }
 
 }  // namespace phoenix::overlay

@@ -68,7 +68,19 @@ class routing_driver {
 
   // Sends u to every neighbour whose link is up, as the table's own updates are (and as a hostile node could).
   void send_update(const route_update& u);
-  std::uint64_t bytes_sent() const { return bytes_sent_; }
+  std::uint64_t bytes_sent() const { return traffic_.bytes; }
+  // What this node's routing sent, and the seqno requests it did not act on (rate limits), since it started.
+  struct traffic {
+    std::uint64_t bytes = 0;
+    std::uint64_t update_frames = 0;  // one per neighbour a frame went to
+    std::uint64_t requests = 0;       // its own and those it forwarded
+    std::uint64_t requests_limited = 0;
+  };
+  traffic traffic_sent() const {
+    traffic t = traffic_;
+    t.requests_limited = table_.input_stats().requests_limited;
+    return t;
+  }
 
  private:
   base::interval_set::result advertise(base::interval_set::result r);  // after own_ changed (or not)
@@ -87,7 +99,7 @@ class routing_driver {
   bool withdrawn_ = false;
   std::uint64_t seen_generation_ = 0;
   asio::steady_timer timer_;
-  std::uint64_t bytes_sent_ = 0;
+  traffic traffic_;
 };
 
 }  // namespace phoenix::overlay
