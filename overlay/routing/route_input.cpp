@@ -238,10 +238,19 @@ route_table::request_action route_table::on_request(node_id from, const route_re
     return act;
   }
   if (r.hop_limit <= 1) return act;
+  // RFC 8966 3.8.1.2: a request is redundant while one for as much that this node sent or forwarded is
+  // unanswered and recent (eight holdoffs: a lost one's asker resends within them); its answer goes on at once
+  // to every neighbour, this asker too. Where retractions come late (slow links, a node behind on its input),
+  // every node of a cut's far side asks, along routes as stale as its own: forwarding each multiplied them.
+  if (s.requested_seqno >= r.seqno && now < s.requested_at + params_.request_holdoff * 8) {
+    ++stats_.requests_limited;
+    return act;
+  }
   const auto to = request_target(s, from);
   // RFC 8966 3.8.1.2: don't forward a duplicate of a request we recently forwarded (the holdoff does that).
   if (!to || !request_allowed(s.request_acted_at, now)) return act;
   s.requested_seqno = std::max(s.requested_seqno, r.seqno);  // its answer goes back at once (apply_selection)
+  s.requested_at = now;
   act.kind = request_action::forward;
   act.forward_to = *to;
   // A hop limit above ours is taken as ours: a request must not outlive what this node would give its own.

@@ -397,6 +397,7 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     const std::uint64_t wanted = std::min((s.fd ? s.fd->seqno : s.seqno) + 1, max_plausible_seqno);
     out.emplace_back(*to, route_request{source, wanted, request_hop_limit});
     s.requested_seqno = std::max(s.requested_seqno, wanted);
+    s.requested_at = now;
     s.last_request = now;
     // RFC 8966 3.8.2.1: sent again a few times if no answer comes (a request, or its answer, can be dropped
     // by a rate limit on the way), after 2, 4 and 8 holdoffs; a neighbour repeating its route starts over.

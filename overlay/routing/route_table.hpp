@@ -304,6 +304,7 @@ class route_table {
     // The highest seqno a request this node sent or forwarded asked for, until a selected route has it (0:
     // none): that update goes on at once (RFC 8966 3.8.1.2).
     std::uint64_t requested_seqno = 0;
+    time_point requested_at{};  // when it was last sent or forwarded
     time_point unreachable_since{};
     // DSDV settling: arrivals of the newest seqno seen, and the EWMA of first-to-best gaps.
     std::uint64_t arrival_seqno = 0;

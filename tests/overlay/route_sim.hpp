@@ -42,6 +42,8 @@ struct sim_options {
   unsigned loss_per_mille = 0;  // frames dropped at random (still FIFO for the rest); 0 for reliable links
   // On link-up, also send a full dump to the new neighbour at once, before the one due to everyone.
   bool dump_to_new_neighbour_only = false;
+  // Each directed link's latency is drawn once from [latency_min, latency_min + latency_spread).
+  std::chrono::microseconds latency_min{500}, latency_spread{4500};
   // The invariant watch after every event: O(N) per event whose table changed, too slow for rings of 1,000
   // (a run then checks convergence_violation() and loop_violation() at its end only).
   bool watch = true;
@@ -77,6 +79,7 @@ class route_sim {
   std::uint64_t checks() const { return checks_; }
   struct statistics {  // what the tables asked to send (before fan-out to neighbours and splitting)
     std::uint64_t updates = 0, full_dumps = 0, entries = 0, retractions = 0, requests = 0;
+    std::uint64_t requests_forwarded = 0;
   };
   const statistics& stats() const { return stats_; }
   bool linked(std::size_t a, std::size_t b) const { return adj_[a].contains(b); }
@@ -108,7 +111,7 @@ class route_sim {
     adj_[b].insert(a);
     ++epoch_[edge(a, b)];
     for (auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
-      latency_[{x, y}] = std::chrono::microseconds(500 + rng_() % 4500);
+      latency_[{x, y}] = opt_.latency_min + std::chrono::microseconds(rng_() % opt_.latency_spread.count());
       tables_[x].neighbour_up(id(y), now_);
       if (opt_.dump_to_new_neighbour_only) {
         for (auto& p : encode_update(tables_[x].full_dump(now_), opt_.max_payload)) send(x, y, kind::update, p);
@@ -348,6 +351,7 @@ class route_sim {
           violation_ = "request forwarded to a non-neighbour or back";
         } else {
           send(ev.to, to, kind::request, encode_request(act.forwarded));
+          ++stats_.requests_forwarded;
         }
       }
     }

@@ -518,6 +518,13 @@ TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
     CHECK(t.input_stats().requests_limited == 2);
     CHECK(t.on_request(c, {s, 14, 64}, t0 + 200ms).kind == kind::forward);  // after the holdoff
   }
+  SUBCASE("a request for no more than one this node forwarded, unanswered and recent, is redundant") {
+    REQUIRE(t.on_request(b, {s, 12, 64}, t0).kind == kind::forward);
+    CHECK(t.on_request(c, {s, 12, 64}, t0 + 300ms).kind == kind::none);  // past the holdoff: its answer is due
+    CHECK(t.on_request(c, {s, 11, 64}, t0 + 1500ms).kind == kind::none);
+    CHECK(t.input_stats().requests_limited == 2);
+    CHECK(t.on_request(c, {s, 12, 64}, t0 + 1600ms).kind == kind::forward);  // eight holdoffs on: asked again
+  }
   SUBCASE("the answer to a forwarded request goes on at once, though only the seqno changed") {
     REQUIRE(t.on_request(b, {s, 12, 64}, t0).kind == kind::forward);
     t.on_update(a, update({entry(s, 11, 1)}), t0 + 5ms);  // newer, but not what was asked for
@@ -925,6 +932,28 @@ TEST_CASE("route_table: sim: a cut in a ring of 200 is repaired by seqno request
   REQUIRE_MESSAGE(sim.convergence_violation().empty(), sim.convergence_violation());
   MESSAGE("quiet after " << std::chrono::duration_cast<std::chrono::milliseconds>(sim.now() - at).count()
                          << " ms, " << sim.stats().requests - asked << " seqno requests sent");
+}
+
+TEST_CASE("route_table: sim: behind a cut on links slower than request_delay every node asks, and requests are not forwarded twice") {
+  // Retractions come 100-150 ms a hop, after the 50 ms request timers: each node behind the cut asks its
+  // neighbour, whose route is as stale as its own, and the request goes on from node to node.
+  sim_options o;
+  o.latency_min = 100ms;
+  o.latency_spread = 50ms;
+  route_sim sim(100, o);
+  wire(sim, ring_edges(100));
+  REQUIRE(sim.run_until_quiet(120s));
+  const time_point at = sim.now();
+  const auto before = sim.stats();
+  sim.cut(0, 99);
+  REQUIRE(sim.run_until_quiet(120s));
+  REQUIRE_MESSAGE(sim.convergence_violation().empty(), sim.convergence_violation());
+  const auto asked = sim.stats().requests - before.requests;
+  const auto forwarded = sim.stats().requests_forwarded - before.requests_forwarded;
+  MESSAGE("quiet after " << std::chrono::duration_cast<std::chrono::milliseconds>(sim.now() - at).count()
+                         << " ms, " << asked << " seqno requests sent, " << forwarded << " forwarded");
+  CHECK(sim.now() - at < route_params{}.expiry);  // repaired by requests, not by forgetting the sources
+  CHECK(forwarded < 20000);  // 34,221 while a request asking no more than one unanswered went on again
 }
 
 TEST_CASE("route_table: sim: a forged route to a node at a seqno above its own is outbid within one round of messages") {
