@@ -458,7 +458,7 @@ class case_runner {
       const auto t = net.routing_traffic();
       remark("cut: " + std::to_string(t.update_frames - before.update_frames) + " update frames, " +
              std::to_string(t.requests - before.requests) + " seqno requests sent or forwarded, " +
-             std::to_string(t.requests_limited - before.requests_limited) + " ignored by rate limits, " +
+             std::to_string(t.requests_limited - before.requests_limited) + " ignored (holdoff, rate or redundant), " +
              std::to_string((t.bytes - before.bytes) / 1024) + " KiB");
     };
     try {

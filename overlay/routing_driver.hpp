@@ -69,7 +69,8 @@ class routing_driver {
   // Sends u to every neighbour whose link is up, as the table's own updates are (and as a hostile node could).
   void send_update(const route_update& u);
   std::uint64_t bytes_sent() const { return traffic_.bytes; }
-  // What this node's routing sent, and the seqno requests it did not act on (rate limits), since it started.
+  // What this node's routing sent, and the seqno requests it did not act on (route_input_stats::
+  // requests_limited), since it started.
   struct traffic {
     std::uint64_t bytes = 0;
     std::uint64_t update_frames = 0;  // one per neighbour a frame went to
