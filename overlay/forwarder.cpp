@@ -12,13 +12,15 @@ namespace {
 constexpr std::chrono::steady_clock::duration resend_max = std::chrono::minutes(1);
 
 // Arms `timer` to call `fire` after `after`, unless it is armed already (`armed` says so until it fires).
+// Nothing runs once `alive` is false: a wait that completed before the owner's cancel() still runs its handler.
 template <class F>
-void arm_once(asio::steady_timer& timer, bool& armed, std::chrono::steady_clock::duration after, F fire) {
+void arm_once(asio::steady_timer& timer, bool& armed, std::chrono::steady_clock::duration after,
+              const std::shared_ptr<bool>& alive, F fire) {
   if (armed) return;
   armed = true;
   timer.expires_after(after);
-  timer.async_wait([&armed, fire = std::move(fire)](std::error_code ec) {
-    if (ec) return;
+  timer.async_wait([&armed, alive, fire = std::move(fire)](std::error_code ec) {
+    if (ec || !*alive) return;
     armed = false;
     fire();
   });
@@ -41,6 +43,7 @@ forwarder::forwarder(asio::io_context& io, const overlay_config& config, node_id
       ack_timer_(io) {}
 
 forwarder::~forwarder() {
+  *alive_ = false;
   hop_retry_timer_.cancel();
   sweep_timer_.cancel();
   resend_timer_.cancel();
@@ -104,7 +107,7 @@ void forwarder::route(packet p) {
   if (!nh) {
     if (p.dest >= config_.space_size) {
       no_route_since_.try_emplace(p.dest, std::chrono::steady_clock::now());
-      arm_once(sweep_timer_, sweep_armed_, config_.waiting_gone_after, [this] { routes_changed(); });
+      arm_once(sweep_timer_, sweep_armed_, config_.waiting_gone_after, alive_, [this] { routes_changed(); });
     }
     return hold(std::move(p));
   }
@@ -155,7 +158,7 @@ void forwarder::hold_out_of_hops(packet p) {
   logger()->debug("{}: a packet for {} from {:x} used up its hops; held for {} ms", config_.name, p.dest,
                   p.source, config_.hop_retry.count());
   hold(std::move(p));
-  arm_once(hop_retry_timer_, hop_retry_armed_, config_.hop_retry, [this] { routes_changed(); });
+  arm_once(hop_retry_timer_, hop_retry_armed_, config_.hop_retry, alive_, [this] { routes_changed(); });
 }
 
 // Waiting packets go out in the order they came, each either sent or held again behind the ones before it;
@@ -174,7 +177,7 @@ void forwarder::routes_changed() {
   }
   std::erase_if(no_route_since_, [&](const auto& e) { return !waiting_.holds_for(e.first); });
   if (!no_route_since_.empty())
-    arm_once(sweep_timer_, sweep_armed_, config_.waiting_gone_after, [this] { routes_changed(); });
+    arm_once(sweep_timer_, sweep_armed_, config_.waiting_gone_after, alive_, [this] { routes_changed(); });
   release_held_acks();
 }
 
@@ -249,7 +252,7 @@ void forwarder::deliver_numbered(packet p) {
 
 void forwarder::owe_acks(node_id source, bool at_once) {
   if (at_once) return send_acks(source);
-  arm_once(ack_timer_, ack_armed_, config_.end_to_end_ack_delay, [this] {
+  arm_once(ack_timer_, ack_armed_, config_.end_to_end_ack_delay, alive_, [this] {
     flush_acks();
     const auto now = std::chrono::steady_clock::now();
     if (now - expired_at_ >= std::chrono::minutes(1)) {
@@ -352,8 +355,8 @@ void forwarder::arm_resend() {
   if (!due) return;
   resend_at_ = *due;
   resend_timer_.expires_at(*due);
-  resend_timer_.async_wait([this, at = *due](std::error_code ec) {
-    if (ec || resend_at_ != at) return;  // cancelled, or re-armed for an earlier time meanwhile
+  resend_timer_.async_wait([this, alive = alive_, at = *due](std::error_code ec) {
+    if (ec || !*alive || resend_at_ != at) return;  // cancelled, or re-armed for an earlier time meanwhile
     resend_at_.reset();
     const auto now = std::chrono::steady_clock::now();
     std::vector<packet> due_now;
@@ -427,7 +430,7 @@ void forwarder::rearm_resend() {
 }
 
 void forwarder::link_lost() {
-  arm_once(stranded_timer_, stranded_armed_, config_.end_to_end_resend, [this] { send_stranded(); });
+  arm_once(stranded_timer_, stranded_armed_, config_.end_to_end_resend, alive_, [this] { send_stranded(); });
 }
 
 // Links down for end_to_end_resend: copies of what this node sent on them unacknowledged take another way;

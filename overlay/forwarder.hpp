@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -149,6 +150,8 @@ class forwarder {
   asio::steady_timer stranded_timer_;  // armed while a link is down, for send_stranded
   bool stranded_armed_ = false;
   asio::steady_timer ack_timer_;  // armed while acknowledgements are owed
+  // False once destroyed: a wait that completed before the destructor's cancel() still runs its handler.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool ack_armed_ = false;
   std::chrono::steady_clock::time_point expired_at_{};
   std::uint64_t duplicates_ = 0;

@@ -46,6 +46,7 @@ link_manager::link_manager(asio::io_context& io, const overlay_config& config, n
 
 link_manager::~link_manager() {
   stopped_ = true;
+  *alive_ = false;
   for (auto& d : dialers_) {
     if (d->timer) d->timer->cancel();
     if (d->conn) d->conn->stop();
@@ -161,8 +162,8 @@ void link_manager::schedule_redial(dialer& d, unsigned intervals) {
   if (stopped_) return;
   d.conn.reset();
   d.timer->expires_after(config_.retry_interval * intervals);
-  d.timer->async_wait([this, &d](std::error_code ec) {
-    if (!ec) dial(d);
+  d.timer->async_wait([this, &d, alive = alive_](std::error_code ec) {
+    if (!ec && *alive) dial(d);
   });
 }
 
@@ -376,8 +377,8 @@ void link_manager::arm_memory_trim() {
   if (trim_armed_ || stopped_) return;
   trim_armed_ = true;
   trim_timer_.expires_after(std::chrono::seconds(1));
-  trim_timer_.async_wait([this](std::error_code ec) {
-    if (ec) return;
+  trim_timer_.async_wait([this, alive = alive_](std::error_code ec) {
+    if (ec || !*alive) return;
     trim_armed_ = false;
     ::malloc_trim(0);
   });
@@ -440,8 +441,8 @@ void link_manager::arm_expiry() {
   if (expiry_armed_ || stopped_) return;
   expiry_armed_ = true;
   expiry_timer_.expires_after(std::max<clock::duration>(config_.neighbour_expiry / 4, std::chrono::milliseconds(1)));
-  expiry_timer_.async_wait([this](std::error_code ec) {
-    if (ec) return;
+  expiry_timer_.async_wait([this, alive = alive_](std::error_code ec) {
+    if (ec || !*alive) return;
     expiry_armed_ = false;
     forget_unused_neighbours(clock::now());
     for (const auto& [id, nb] : neighbours_) {

@@ -184,6 +184,8 @@ class link_manager {
   asio::steady_timer expiry_timer_;     // armed while a record may expire (forget_unused_neighbours)
   bool expiry_armed_ = false;
   asio::steady_timer trim_timer_;  // armed while closed connections' memory waits to go back (arm_memory_trim)
+  // False once destroyed: a wait that completed before the destructor's cancel() still runs its handler.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool trim_armed_ = false;
   bool stopped_ = false;  // stop_linking
   std::uint64_t links_lost_ = 0;

@@ -28,7 +28,10 @@ routing_driver::routing_driver(asio::io_context& io, const overlay_config& confi
   arm_timer();
 }
 
-routing_driver::~routing_driver() { timer_.cancel(); }
+routing_driver::~routing_driver() {
+  *alive_ = false;
+  timer_.cancel();
+}
 
 // An interval that comes back (taken or given back, or kept when its pack failed) is no longer in transit.
 base::interval_set::result routing_driver::assume(base::interval s) {
@@ -122,8 +125,8 @@ void routing_driver::changed() {
 
 void routing_driver::arm_timer() {
   timer_.expires_at(table_.next_deadline());
-  timer_.async_wait([this](std::error_code ec) {
-    if (!ec) on_timer();
+  timer_.async_wait([this, alive = alive_](std::error_code ec) {
+    if (!ec && *alive) on_timer();
   });
 }
 

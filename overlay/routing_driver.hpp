@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -100,6 +101,8 @@ class routing_driver {
   bool withdrawn_ = false;
   std::uint64_t seen_generation_ = 0;
   asio::steady_timer timer_;
+  // False once destroyed: a wait that completed before the destructor's cancel() still runs its handler.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   traffic traffic_;
 };
 
