@@ -239,9 +239,10 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   }
   if (r.hop_limit <= 1) return act;
   // RFC 8966 3.8.1.2: a request is redundant while one for as much that this node sent or forwarded is
-  // unanswered and recent (eight holdoffs: a lost one's asker resends within them); its answer goes on at once
-  // to every neighbour, this asker too. Where retractions come late (slow links, a node behind on its input),
-  // every node of a cut's far side asks, along routes as stale as its own: forwarding each multiplied them.
+  // unanswered and recent (eight holdoffs); its answer goes on at once to every neighbour, this asker too.
+  // Where retractions come late (slow links, a node behind on its input), every node of a cut's far side asks,
+  // along routes as stale as its own: forwarding each multiplied them. The price, as in Babel: if a request
+  // is lost beyond here, its asker's resends after 2 and 4 holdoffs are dropped here too, the one after 8 not.
   if (s.requested_seqno >= r.seqno && now < s.requested_at + params_.request_holdoff * 8) {
     ++stats_.requests_limited;
     return act;
@@ -250,7 +251,10 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   // RFC 8966 3.8.1.2: don't forward a duplicate of a request we recently forwarded (the holdoff does that).
   if (!to || !request_allowed(s.request_acted_at, now)) return act;
   s.requested_seqno = std::max(s.requested_seqno, r.seqno);  // its answer goes back at once (apply_selection)
-  s.requested_at = now;
+  // Only a request an honest node could send (one above a seqno the source gave) makes others redundant: one
+  // for more than the source grants is never answered, and renewed before it lapses it would silence every
+  // real request on its path.
+  if (r.seqno <= newest_seen(s) + 1) s.requested_at = now;
   act.kind = request_action::forward;
   act.forward_to = *to;
   // A hop limit above ours is taken as ours: a request must not outlive what this node would give its own.
