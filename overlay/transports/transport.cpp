@@ -10,15 +10,16 @@ void tcp_transport::dial(const address& target, const std::string& text, dial_ha
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(c_.io);
   resolver->async_resolve(
       target.host, std::to_string(target.port),
-      [this, text, done = std::move(done), resolver](std::error_code ec,
-                                                      asio::ip::tcp::resolver::results_type results) mutable {
-        if (ec == asio::error::operation_aborted) return;
+      [this, alive = alive_, text, done = std::move(done), resolver](
+          std::error_code ec, asio::ip::tcp::resolver::results_type results) mutable {
+        if (!*alive || ec == asio::error::operation_aborted) return;
         if (ec) return done(nullptr, {"cannot resolve: " + ec.message()});
         std::vector<asio::ip::tcp::endpoint> endpoints(results.begin(), results.end());
         // Each address gets the handshake's time, like the handshake after it (tcp_connect.hpp).
         connect_first(c_.io, std::move(endpoints), c_.params.handshake_timeout,
-                      [this, text, done = std::move(done)](std::optional<asio::ip::tcp::socket> s,
-                                                           const std::string& why) {
+                      [this, alive, text, done = std::move(done)](std::optional<asio::ip::tcp::socket> s,
+                                                                  const std::string& why) {
+                        if (!*alive) return;
                         if (!s) return done(nullptr, {"cannot connect: " + why});
                         done(make_connection(true, text, std::move(*s)), {});
                       });
@@ -35,7 +36,9 @@ std::shared_ptr<connection> tcp_transport::make_connection(bool outbound, std::s
 void ssh_transport::dial(const address& target, const std::string& text, dial_handler done) {
   session_for(target)->open_channel(
       target.host, target.port,
-      [this, text, done = std::move(done)](std::shared_ptr<ssh_channel> channel, const ssh_failure& f) {
+      [this, alive = alive_, text, done = std::move(done)](std::shared_ptr<ssh_channel> channel,
+                                                           const ssh_failure& f) {
+        if (!*alive) return;
         if (!channel) return done(nullptr, {f.text, f.refused});
         done(std::make_shared<ssh_connection>(c_.owner, c_.params, text, std::move(channel)), {});
       });

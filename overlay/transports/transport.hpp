@@ -32,11 +32,16 @@ class transport {
   // Either a connection, not started, or why there is none. Runs on the overlay's I/O context, never inline.
   using dial_handler = std::function<void(std::shared_ptr<connection>, const dial_failure&)>;
 
-  virtual ~transport() = default;
+  virtual ~transport() { *alive_ = false; }
   // Opens a stream to `target` (`text` as the user wrote it, to name the connection in logs).
   virtual void dial(const address& target, const std::string& text, dial_handler done) = 0;
   // The overlay shuts down: what the transport keeps open beside its connections (SSH sessions) closes.
   virtual void close() {}
+
+ protected:
+  // Cleared when the transport is destroyed: a dial's handlers, which may run later on the I/O context, check it
+  // before they touch the transport, and then drop the dial without calling `done` (its owner is gone too).
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // What a transport needs to make connections that report to the overlay. Outlives the transport.

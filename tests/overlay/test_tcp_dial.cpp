@@ -1,5 +1,6 @@
 // The tcp transport's dial on 127.0.0.1: an address that never answers fails within the handshake timeout
-// instead of holding the dial for the kernel's SYN retries, and the next address of the name is tried.
+// instead of holding the dial for the kernel's SYN retries, and the next address of the name is tried; a
+// transport destroyed mid-dial leaves no handler that touches it.
 #include <doctest/doctest.h>
 
 #include <sys/socket.h>
@@ -110,4 +111,31 @@ TEST_CASE("tcp dial: an address that never answers the connect fails within the 
   CHECK_FALSE(connected);
   REQUIRE(failed);
   CHECK(failed->find("no answer within 300 ms") != std::string::npos);
+}
+
+TEST_CASE("tcp dial: a transport destroyed while its dial resolves or connects calls nothing and touches nothing") {
+  asio::io_context io;
+  tcp_dial::silent_listener silent(io);
+  tcp_dial::no_owner owner;
+  phoenix::overlay::connection_params params;
+  params.handshake_timeout = 300ms;
+  // Destroyed at two moments: before the name resolves, and while the connect waits for an answer that never
+  // comes.
+  for (const auto run_before : {0ms, 100ms}) {
+    const std::string text = "127.0.0.1:" + std::to_string(silent.endpoint().port());
+    std::string error;
+    const auto target = phoenix::overlay::parse_address("tcp://" + text, &error);
+    REQUIRE(target);
+    auto tcp = std::make_unique<phoenix::overlay::tcp_transport>(phoenix::overlay::transport_context{io, owner, params});
+    int called = 0;
+    tcp->dial(*target, text, [&](std::shared_ptr<phoenix::overlay::connection>, const phoenix::overlay::dial_failure&) {
+      ++called;
+    });
+    if (run_before > 0ms) io.run_for(run_before);
+    tcp.reset();
+    // Longer than the handshake timeout, so every handler of the dial has run.
+    io.run_for(800ms);
+    io.restart();
+    CHECK(called == 0);
+  }
 }
