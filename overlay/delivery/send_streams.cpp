@@ -6,9 +6,14 @@
 namespace phoenix::overlay {
 
 namespace {
-// The outstanding entry for seq in a stream (numbers grow along it), or end.
+// The outstanding entry for seq in a stream (numbers grow along it), or end. A stream whose packets were
+// numbered one after another (one virtual node written to) has seq at its distance from the front: tried first.
 template <typename Deque>
 auto find_seq(Deque& out, std::uint64_t seq) {
+  if (!out.empty() && seq >= out.front().seq && seq - out.front().seq < out.size()) {
+    const auto guess = out.begin() + static_cast<std::ptrdiff_t>(seq - out.front().seq);
+    if (guess->seq == seq) return guess;
+  }
   const auto it =
       std::lower_bound(out.begin(), out.end(), seq, [](const auto& o, std::uint64_t s) { return o.seq < s; });
   return it != out.end() && it->seq == seq ? it : out.end();
