@@ -1,7 +1,5 @@
 #include "phoenix/migration_driver.hpp"
 
-#include <openssl/rand.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -9,6 +7,7 @@
 #include "base/wire.hpp"
 #include "phoenix/log.hpp"
 #include "phoenix/progress.hpp"
+#include "phoenix/random_bits.hpp"
 
 namespace phoenix {
 
@@ -16,20 +15,12 @@ using migration::interval;
 using migration::kind;
 using migration::message;
 
-namespace {
-std::uint64_t random_seed() {
-  std::uint64_t s = 0;
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&s), sizeof s) != 1) s = std::random_device{}();
-  return s;
-}
-}  // namespace
-
 migration_driver::migration_driver(std::string name, vp_t self, vp_t space_size, node_ops ops,
                                    lease_config leases)
     : name_(std::move(name)),
       ops_(std::move(ops)),
       protocol_(self, space_size, 1, leases.lease),  // begin() draws each attempt's number
-      rng_(random_seed()),
+      rng_(random_bits()),
       space_size_(space_size),
       leases_(leases) {}
 
@@ -50,7 +41,7 @@ void migration_driver::send_message(vp_t dest, const message& m) {
 
 bool migration_driver::begin(const migration::plan& p) {
   // A fresh random number per attempt (lock_protocol::begin): only who sees the attempt's messages can name it.
-  const std::uint64_t number = std::max<std::uint64_t>(1, random_seed() >> 1);
+  const std::uint64_t number = std::max<std::uint64_t>(1, random_bits() >> 1);
   const auto effects =
       protocol_.begin(p, std::uniform_int_distribution<vp_t>(0, space_size_ - 1)(rng_), number);
   if (effects) apply(*effects);

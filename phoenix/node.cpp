@@ -1,7 +1,6 @@
 // node.cpp — phoenix::Node: one physical node of the Phoenix model over the overlay: its lifecycle (initialize,
 // finalize, suspend) and the facade. Messages are node_messages.cpp, ownership and migration node_migration.cpp,
 // remote control control_service.cpp; the state they share is node_impl.hpp.
-#include <openssl/rand.h>
 #include <signal.h>
 #include <spdlog/cfg/env.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include <mutex>
 #include <phoenix/config.hpp>
 #include <phoenix/node.hpp>
-#include <random>
 #include <sstream>
 #include <unordered_map>
 
@@ -29,6 +27,7 @@
 #include "phoenix/migration_driver.hpp"
 #include "phoenix/node_impl.hpp"
 #include "phoenix/progress.hpp"
+#include "phoenix/random_bits.hpp"
 #include "phoenix/service_messages.hpp"
 
 namespace phoenix {
@@ -55,11 +54,7 @@ constexpr auto acknowledgement_wait = std::chrono::milliseconds(500);
 
 // Outside [0, L), unique per incarnation with high probability (paper 3.3, footnote 1).
 vp_t make_resource_name(std::uint64_t space_size) {
-  std::uint64_t r = 0;
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&r), sizeof r) != 1) {
-    std::random_device rd;
-    r = (std::uint64_t{rd()} << 32) ^ rd();
-  }
+  const std::uint64_t r = random_bits();
   const std::uint64_t span = ~std::uint64_t{0} - space_size;  // names in [L, 2^64 - 1)
   return space_size + r % span;
 }
