@@ -2,14 +2,18 @@
 # bench/run_lu.sh — the LU benchmark in one invocation: phoenix's lu on 1 and 2 node processes beside its
 # anchors, LAPACK's dgetrf on one thread (OpenBLAS, through `lu --sequential`) and ScaLAPACK's pdgetrf on 2 Open
 # MPI ranks over TCP (bench/scalapack_lu.c, grids 1x2 and 2x1). Every program factors an N x N random matrix
-# with partial pivoting in 64 x 64 blocks, on one BLAS thread per process, and reports 2/3 N^3 flops over the
-# factorisation's wall time. Prints a markdown table with each figure's ratio to dgetrf's.
+# with partial pivoting in blocks, each at the block size it runs fastest with here (phoenix 128, ScaLAPACK 64;
+# dgetrf chooses its own), on one BLAS thread per process, and reports 2/3 N^3 flops over the factorisation's
+# wall time. Prints a markdown table with each figure's ratio to dgetrf's.
 #
-#   bench/run_lu.sh BUILD_DIR [N]        (N defaults to 4096; REPS=k runs each phoenix figure k times, median)
+#   bench/run_lu.sh BUILD_DIR [N]        (N defaults to 4096; REPS=k runs each figure k times, median;
+#                                         BLOCK=nb for phoenix, default 128; SCALAPACK_NB=nb, default 64)
 set -euo pipefail
 build=${1:?usage: bench/run_lu.sh BUILD_DIR [N]}
 n=${2:-4096}
 reps=${REPS:-3}
+block=${BLOCK:-128}
+scalapack_nb=${SCALAPACK_NB:-64}
 export OPENBLAS_NUM_THREADS=1 PHOENIX_LOG_LEVEL=${PHOENIX_LOG_LEVEL:-warn}
 lu=$build/apps/lu/lu
 scalapack=$build/bench/scalapack_lu
@@ -24,18 +28,18 @@ run_phoenix() {  # label, lu arguments...
   local label=$1; shift
   local out values=()
   for _ in $(seq "$reps"); do
-    out=$("$lu" --n "$n" --no-check --quiet "$@" 2>&1) || { echo "$out" >&2; echo "run_lu: FAILED: $label" >&2; exit 1; }
+    out=$("$lu" --n "$n" --block "$block" --no-check --quiet "$@" 2>&1) || { echo "$out" >&2; echo "run_lu: FAILED: $label" >&2; exit 1; }
     values+=("$(grep '^parallel' <<<"$out" | gflops)")
   done
   printf '%s\n' "${values[@]}" | median
 }
 mpi() {  # grid
   mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-    --mca pml ob1 --mca btl tcp,self -x OPENBLAS_NUM_THREADS "$scalapack" --n "$n" --nb 64 --grid "$1" \
+    --mca pml ob1 --mca btl tcp,self -x OPENBLAS_NUM_THREADS "$scalapack" --n "$n" --nb "$scalapack_nb" --grid "$1" \
     --reps "$reps" 2>&1 | grep '^RESULT' | gflops
 }
 
-echo "# run_lu: N=$n, 64x64 blocks, partial pivoting, one BLAS thread per process, $reps run(s) each"
+echo "# run_lu: N=$n, blocks of $block (phoenix) and $scalapack_nb (ScaLAPACK), partial pivoting, one BLAS thread per process, $reps run(s) each"
 seq_gf=$(for _ in $(seq "$reps"); do "$lu" --n "$n" --sequential | gflops; done | median)
 echo "RESULT lapack-dgetrf 1thread $n $seq_gf GFLOP/s"
 sl12=$(mpi 1x2); echo "RESULT scalapack-pdgetrf 1x2 $n $sl12 GFLOP/s"
@@ -50,9 +54,9 @@ cat <<TABLE
 | LU, N=$n | GFLOP/s | / dgetrf 1 thread |
 | --- | ---: | ---: |
 | LAPACK dgetrf, 1 thread | $seq_gf | 1.00 |
-| ScaLAPACK pdgetrf, 2 ranks, grid 1x2 | $sl12 | $(ratio "$sl12") |
-| ScaLAPACK pdgetrf, 2 ranks, grid 2x1 | $sl21 | $(ratio "$sl21") |
-| phoenix lu, 1 process | $p1 | $(ratio "$p1") |
+| ScaLAPACK pdgetrf, 2 ranks, grid 1x2, nb=$scalapack_nb | $sl12 | $(ratio "$sl12") |
+| ScaLAPACK pdgetrf, 2 ranks, grid 2x1, nb=$scalapack_nb | $sl21 | $(ratio "$sl21") |
+| phoenix lu, 1 process, nb=$block | $p1 | $(ratio "$p1") |
 | phoenix lu, 2 processes | $p2 | $(ratio "$p2") |
 | phoenix lu, 2 processes, no pivoting (diagonally dominant matrix) | $p2n | $(ratio "$p2n") |
 TABLE
