@@ -1,8 +1,9 @@
-// lu — dense LU factorisation (paper 4.3.2, 6) of an N×N matrix in 64×64 blocks spread over the virtual node
-// space, on local node processes that join and leave while it runs. Partial pivoting by default (PA = LU, as
-// LAPACK's dgetrf), the paper's variant without pivoting with --no-pivot. Progress is counted in flops; the
-// residual ||PA - LU|| / ||A|| is computed at the end and checked. Started by the shell phsh (PHSH_ROLE set:
-// phoenix/launch/spawned_node.hpp) it runs one node of such a run; the RESULT line carries the residual check.
+// lu — dense LU factorisation (paper 4.3.2, 6) of an N×N matrix in nb×nb blocks (128 by default) spread over
+// the virtual node space, on local node processes that join and leave while it runs. Partial pivoting by default
+// (PA = LU, as LAPACK's dgetrf), the paper's variant without pivoting with --no-pivot. Progress is counted in
+// flops; the residual ||PA - LU|| / ||A|| is computed at the end and checked. Started by the shell phsh
+// (PHSH_ROLE set: phoenix/launch/spawned_node.hpp) it runs one node of such a run; the RESULT line carries the
+// residual check.
 //
 // Usage: lu [--n N] [--block NB] [--no-pivot] [--seed S] [--no-check] [--sequential]
 //           [--nodes N] [--schedule S | --figure6 SECONDS] [--trace FILE] ...   (lu --help says everything)
