@@ -66,6 +66,9 @@ constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t GiB = KiB * KiB * KiB;
 constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
 constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
+// Resource names are drawn from [L, 2^64 - 1): at most 2^63 virtual nodes leave 2^63 - 1 of them, so two
+// incarnations hardly ever draw the same name (a larger L left too few, and 2^64 - 1 none: a division by zero).
+constexpr std::uint64_t space_max = std::uint64_t{1} << 63;
 }  // namespace key_bounds
 
 // The order is validate()'s order of checks and the order the environment is read in (the first error found is
@@ -75,7 +78,7 @@ inline constexpr std::array kConfigKeys = {
     ConfigKey{"name", "PHOENIX_NAME", KeyKind::text, &Config::name, {}, validate_name},
     ConfigKey{"listen", "PHOENIX_LISTEN", KeyKind::endpoint, &Config::listen},
     ConfigKey{"peers", "PHOENIX_PEERS", KeyKind::endpoints, &Config::peers},
-    ConfigKey{"space_size", "PHOENIX_SPACE_SIZE", KeyKind::size, &Config::space_size, {1, key_bounds::u64_max}},
+    ConfigKey{"space_size", "PHOENIX_SPACE_SIZE", KeyKind::size, &Config::space_size, {1, key_bounds::space_max, " (2^63)"}},
     ConfigKey{"log_level", "PHOENIX_LOG_LEVEL", KeyKind::text, &Config::log_level, {}, validate_log_level},
     ConfigKey{"cluster_key_file", "PHOENIX_CLUSTER_KEY_FILE", KeyKind::path, &Config::cluster_key_file},
     ConfigKey{"control_key_file", "PHOENIX_CONTROL_KEY_FILE", KeyKind::path, &Config::control_key_file},

@@ -28,6 +28,16 @@ constexpr bool u32_is_little_endian_at_compile_time() {
 }
 static_assert(u32_is_little_endian_at_compile_time());
 
+// The fixed-position stores and loads, round trips at every width, at compile time.
+template <typename T>
+constexpr bool round_trips(T v) {
+  std::array<std::byte, 8> b{};
+  phoenix::base::store_le(b.data(), v);
+  return phoenix::base::load_le<T>(b.data()) == v && b[0] == static_cast<std::byte>(v & 0xff);
+}
+static_assert(round_trips<std::uint8_t>(0xab) && round_trips<std::uint16_t>(0xa1b2) &&
+              round_trips<std::uint32_t>(0xa1b2c3d4) && round_trips<std::uint64_t>(0xa1b2c3d4e5f60718ULL));
+
 }  // namespace
 
 TEST_CASE("wire: little-endian layout against literal bytes") {
