@@ -16,7 +16,7 @@ namespace phoenix::apps::lu {
 struct Problem {
   std::uint32_t n = 1024;    // N
   // nb, divides N. At N = 4096, one BLAS thread per process, 128 ran within 8 % of the best size (256) on 1
-  // and 2 processes and 1.3-1.4 times as fast as the paper's 64, with four times the blocks of 256 to spread
+  // and 2 processes and 1.25-1.55 times as fast as the paper's 64, with four times the blocks of 256 to spread
   // over more processes (bench/README.md, "Applications").
   std::uint32_t block = 128;
   bool pivoting = true;      // false: the paper's variant on a diagonally dominant matrix

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
   apps::lu::Problem problem;
   bool no_pivot = false, no_check = false, sequential_only = false;
   cli.add_option("--n", problem.n, "order N of the matrix")->check(CLI::Range(1u, 65536u));
-  cli.add_option("--block", problem.block, "block size nb, which must divide N (default 128)")->check(CLI::Range(1u, 4096u));
+  cli.add_option("--block", problem.block, "block size nb, which must divide N (default 128)")
+      ->check(CLI::Range(1u, 4096u));
   cli.add_flag(
       "--no-pivot", no_pivot,
       "the paper's variant without pivoting, on a diagonally dominant matrix (N added to the diagonal)");
