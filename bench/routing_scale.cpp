@@ -70,6 +70,7 @@ struct options {
   std::vector<std::size_t> sizes{100, 300, 1000};
   std::vector<std::string> topologies{"line", "ring", "random"};
   milliseconds dump_interval{1000};
+  bool split_horizon = false;
   std::chrono::seconds timeout{120};  // per phase
 };
 
@@ -204,7 +205,7 @@ graph make_graph(std::string_view topology, std::size_t n) {  // topology: check
 
 class network {
  public:
-  network(asio::io_context& io, std::size_t n, milliseconds dump_interval) : n_(n) {
+  network(asio::io_context& io, std::size_t n, milliseconds dump_interval, bool split_horizon) : n_(n) {
     nodes_.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
       ov::overlay_config c;
@@ -212,6 +213,7 @@ class network {
       c.space_size = space_size();
       c.cluster_key = ov::development_key();
       c.full_dump_interval = dump_interval;
+      c.split_horizon = split_horizon;
       nodes_.push_back(std::make_unique<ov::overlay>(io, std::move(c), name(i), [](ov::packet&&) {}));
       nodes_.back()->assume(base::interval{i * k_vnodes_per_node, (i + 1) * k_vnodes_per_node});
     }
@@ -252,6 +254,10 @@ class network {
       sum.update_frames += t.update_frames;
       sum.requests += t.requests;
       sum.requests_limited += t.requests_limited;
+      sum.sync.dumps_sent += t.sync.dumps_sent;
+      sum.sync.dump_requests_sent += t.sync.dump_requests_sent;
+      sum.sync.summaries_differed += t.sync.summaries_differed;
+      sum.sync.holds_expired += t.sync.holds_expired;
     }
     return sum;
   }
@@ -383,7 +389,7 @@ class case_runner {
     r.diameter = diameter(g_);
     const long rss_before = rss_bytes();
     asio::io_context io{1};
-    network net(io, g_.n, opt_.dump_interval);
+    network net(io, g_.n, opt_.dump_interval, opt_.split_horizon);
     r.converge_ms = converge(io, net);
     r.routing_bps_per_node = rest_rate(io, net);
     r.rss_kib_per_node = static_cast<double>(rss_bytes() - rss_before) / static_cast<double>(g_.n) / 1024.0;
@@ -529,9 +535,12 @@ class case_runner {
           if (samples && steady::now() >= next_sample) sample();
           if (steady::now() >= next_progress) {
             next_progress += k_progress_every;
+            const auto sync = net.routing_traffic().sync;
             remark(std::string(phase) + ": after " +
                    std::to_string(static_cast<long>(ms_between(began, steady::now()))) + " ms, " +
-                   std::to_string(count_wrong(net, t.pair_right)) + " ordered pairs wrong");
+                   std::to_string(count_wrong(net, t.pair_right)) + " ordered pairs wrong; since the start " +
+                   std::to_string(sync.dumps_sent) + " dumps, " + std::to_string(sync.summaries_differed) +
+                   " summaries that differed, " + std::to_string(sync.holds_expired) + " holds expired");
           }
           return t.also() && scan.all(t.pair_right);
         },
@@ -667,7 +676,7 @@ std::optional<long> parse_number(std::string_view s) {
 void usage() {
   std::fprintf(stderr,
                "usage: routing_scale [--sizes 100,300,1000] [--topologies line,ring,random] [--quick]\n"
-               "                     [--dump-interval-ms 1000] [--timeout-s 120]\n"
+               "                     [--dump-interval-ms 1000] [--timeout-s 120] [--split-horizon]\n"
                "  --quick: sizes 20,50 (a smoke test); sizes must be >= 5 (a 4-regular graph needs 5 nodes)\n");
 }
 
@@ -703,6 +712,10 @@ std::optional<options> parse(int argc, char** argv) {
     const std::string_view flag = argv[i];
     if (flag == "--quick") {
       o.sizes = {20, 50};
+      continue;
+    }
+    if (flag == "--split-horizon") {  // route_params::split_horizon: routes go to their next hop as retractions
+      o.split_horizon = true;
       continue;
     }
     if (i + 1 >= argc || !apply_option(o, flag, argv[i + 1])) return std::nullopt;
@@ -748,9 +761,10 @@ int main(int argc, char** argv) {
   raise_fd_limit();
   std::printf(
       "# routing_scale: full_dump_interval=%lld ms, rest window=%d intervals after %d to settle, "
-      "phase timeout=%lld s, seed=%#llx\n",
+      "phase timeout=%lld s, seed=%#llx, split horizon %s\n",
       static_cast<long long>(opt->dump_interval.count()), k_rest_dumps, k_settle_dumps,
-      static_cast<long long>(opt->timeout.count()), static_cast<unsigned long long>(k_seed));
+      static_cast<long long>(opt->timeout.count()), static_cast<unsigned long long>(k_seed),
+      opt->split_horizon ? "on" : "off");
   std::vector<row> rows;
   bool failed = false;
   for (const auto& topology : opt->topologies) {

@@ -59,6 +59,12 @@ void overlay::on_control(connection& c, frame_type type, std::span<const std::by
     case frame_type::route_request:
       error = routing_.on_request(c.peer(), payload);
       break;
+    case frame_type::route_summary:
+      error = routing_.on_summary(c.peer(), payload);
+      break;
+    case frame_type::route_dump_request:
+      error = routing_.on_dump_request(c.peer(), payload);
+      break;
     default:
       if ((error = departure_.on_frame(c, type, payload))) break;
       return;

@@ -31,6 +31,7 @@ struct overlay_config {
   std::uint64_t link_window_bytes = 8ull << 20;  // announced to each neighbour; it sends at most this unacked
   bool fault_ignore_peer_window = false;         // fault injection (tests): send beyond neighbours' windows
   std::chrono::milliseconds full_dump_interval{10000};
+  bool split_horizon = false;  // route_params::split_horizon
   // An owner unreachable this long, that held intervals when it went, is reported (overlay_view::lost_owners).
   std::chrono::milliseconds orphan_after{10000};
   std::uint8_t hop_limit = 64;

@@ -1,5 +1,7 @@
 #include "overlay/routing_driver.hpp"
 
+#include <algorithm>
+
 #include "overlay/links/frame.hpp"
 #include "overlay/routing/route_message.hpp"
 
@@ -12,6 +14,7 @@ using clock = std::chrono::steady_clock;
 route_params make_route_params(const overlay_config& c) {
   route_params p;
   p.full_dump_interval = c.full_dump_interval;
+  p.split_horizon = c.split_horizon;
   return p;
 }
 
@@ -112,14 +115,46 @@ std::optional<std::string> routing_driver::on_request(node_id from, std::span<co
   return std::nullopt;
 }
 
+std::optional<std::string> routing_driver::on_summary(node_id from, std::span<const std::byte> payload) {
+  std::string error;
+  const auto s = decode_summary(payload, &error);
+  if (!s) return "bad route summary: " + error;
+  const neighbour* nb = links_.find(from);
+  if (nb && nb->leaving) return std::nullopt;  // as its updates: nothing more is taken from a leaver
+  table_.on_summary(from, *s, clock::now());
+  return std::nullopt;
+}
+
+std::optional<std::string> routing_driver::on_dump_request(node_id from, std::span<const std::byte> payload) {
+  std::string error;
+  if (!decode_dump_request(payload, &error)) return "bad route dump request: " + error;
+  table_.on_dump_request(from, clock::now());
+  return std::nullopt;
+}
+
 void routing_driver::changed() {
   const auto now = clock::now();
   if (const auto g = table_.generation(); g != seen_generation_) {
     seen_generation_ = g;
     routes_changed_();
   }
-  if (auto u = table_.collect_triggered(now)) send_update(*u);
-  for (const auto& [to, r] : table_.collect_requests(now)) send_request(to, r);
+  for (const route_message& m : table_.collect_output(now)) {
+    if (const auto* u = std::get_if<route_update>(&m.what)) {
+      if (m.to || m.except.empty()) {
+        send_update(*u, m.to);
+        continue;
+      }
+      for (node_id n : table_.neighbours()) {  // split horizon: those in `except` got their own version
+        if (!std::binary_search(m.except.begin(), m.except.end(), n)) send_update(*u, n);
+      }
+    } else if (const auto* r = std::get_if<route_request>(&m.what)) {
+      send_request(*m.to, *r);
+    } else if (const auto* s = std::get_if<route_summary>(&m.what)) {
+      send_frame(m.to, make_control_frame(frame_type::route_summary, encode_summary(*s)));
+    } else {
+      send_frame(m.to, make_control_frame(frame_type::route_dump_request, {}));
+    }
+  }
   arm_timer();
 }
 
@@ -131,24 +166,27 @@ void routing_driver::arm_timer() {
 }
 
 void routing_driver::on_timer() {
-  const auto now = clock::now();
-  table_.expire(now);  // before collecting: expiry may change what gets advertised
-  if (table_.full_dump_due(now)) send_update(table_.full_dump(now));
+  table_.expire(clock::now());  // before collecting: expiry may change what gets advertised
   changed();
 }
 
-void routing_driver::send_update(const route_update& u) {
+std::uint64_t routing_driver::send_frame(std::optional<node_id> to, std::vector<std::byte> frame) {
+  const std::uint64_t bytes = to ? links_.send_to(*to, std::move(frame)) : links_.send_to_all(frame);
+  traffic_.bytes += bytes;
+  return bytes;
+}
+
+void routing_driver::send_update(const route_update& u, std::optional<node_id> to) {
   if (u.entries.empty() && !u.full_dump) return;
   for (const auto& payload : encode_update(u, links_.params().max_payload)) {
-    const auto frame = make_control_frame(frame_type::route_update, payload);
-    const std::uint64_t bytes = links_.send_to_all(frame);
-    traffic_.bytes += bytes;
-    traffic_.update_frames += bytes / frame.size();
+    auto frame = make_control_frame(frame_type::route_update, payload);
+    const std::size_t size = frame.size();
+    traffic_.update_frames += send_frame(to, std::move(frame)) / size;
   }
 }
 
 void routing_driver::send_request(node_id to, const route_request& r) {
-  traffic_.bytes += links_.send_to(to, make_control_frame(frame_type::route_request, encode_request(r)));
+  send_frame(to, make_control_frame(frame_type::route_request, encode_request(r)));
   ++traffic_.requests;
 }
 

@@ -1,12 +1,13 @@
-// overlay/routing_driver.hpp — the DSDV driver: runs a node's route table (routing/route_table.hpp, which has no
-// clock and no I/O) on the node's I/O context. It keeps the intervals this node assumes, sends the table's
+// overlay/routing_driver.hpp — the DSDV driver: runs a node's route table (routing/route_table.hpp, which has
+// no clock and no I/O) on the node's I/O context. It keeps the intervals this node assumes, sends the table's
 // updates and requests over the links, feeds it what neighbours advertise, and wakes it at its deadlines
-// (expiry, full dumps, request resends).
+// (expiry, summaries, dumps, request resends).
 //
 // Every change goes through changed(): when the routes moved, the `routes_changed` callback runs first (the
 // forwarder sends what waited for a route), then triggered updates and requests go out.
 #pragma once
 
+#include <asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -14,8 +15,6 @@
 #include <optional>
 #include <span>
 #include <string>
-
-#include <asio.hpp>
 
 #include "base/interval_set.hpp"
 #include "overlay/link_manager.hpp"
@@ -64,11 +63,14 @@ class routing_driver {
   // A neighbour's routing frame; an error (the caller drops the link) if it does not decode.
   std::optional<std::string> on_update(node_id from, std::span<const std::byte> payload);
   std::optional<std::string> on_request(node_id from, std::span<const std::byte> payload);
+  std::optional<std::string> on_summary(node_id from, std::span<const std::byte> payload);
+  std::optional<std::string> on_dump_request(node_id from, std::span<const std::byte> payload);
   // After any of the above: tell the forwarder if the routes moved, send what the table wants sent.
   void changed();
 
-  // Sends u to every neighbour whose link is up, as the table's own updates are (and as a hostile node could).
-  void send_update(const route_update& u);
+  // Sends u to `to`, or to every neighbour whose link is up, as the table's own updates are (and as a hostile
+  // node could).
+  void send_update(const route_update& u, std::optional<node_id> to = std::nullopt);
   std::uint64_t bytes_sent() const { return traffic_.bytes; }
   // What this node's routing sent, and the seqno requests it did not act on (route_input_stats::
   // requests_limited), since it started.
@@ -77,10 +79,12 @@ class routing_driver {
     std::uint64_t update_frames = 0;  // one per neighbour a frame went to
     std::uint64_t requests = 0;       // its own and those it forwarded
     std::uint64_t requests_limited = 0;
+    route_sync_stats sync;  // dumps, dump requests, summaries that differed, holds expired
   };
   traffic traffic_sent() const {
     traffic t = traffic_;
     t.requests_limited = table_.input_stats().requests_limited;
+    t.sync = table_.sync_stats();
     return t;
   }
 
@@ -90,6 +94,7 @@ class routing_driver {
   void arm_timer();
   void on_timer();
   void send_request(node_id to, const route_request& r);
+  std::uint64_t send_frame(std::optional<node_id> to, std::vector<std::byte> frame);  // bytes sent
 
   const overlay_config& config_;
   node_id self_;

@@ -214,6 +214,8 @@ bool connection::dispatch(frame_view& f) {
     }
     case frame_type::route_update:
     case frame_type::route_request:
+    case frame_type::route_summary:
+    case frame_type::route_dump_request:
     case frame_type::goodbye:
     case frame_type::leaving:
     case frame_type::leaving_ack:

@@ -20,6 +20,8 @@ bool is_known_frame_type(std::uint8_t t) {
     case frame_type::leaving:
     case frame_type::leaving_ack:
     case frame_type::goodbye_ack:
+    case frame_type::route_summary:
+    case frame_type::route_dump_request:
       return true;
   }
   return false;
@@ -42,6 +44,8 @@ const char* to_string(frame_type t) {
     case frame_type::leaving: return "leaving";
     case frame_type::leaving_ack: return "leaving_ack";
     case frame_type::goodbye_ack: return "goodbye_ack";
+    case frame_type::route_summary: return "route_summary";
+    case frame_type::route_dump_request: return "route_dump_request";
   }
   return "unknown";
 }

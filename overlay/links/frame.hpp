@@ -58,6 +58,8 @@ enum class frame_type : std::uint8_t {
   leaving = 21,      // the sender is finalizing: route nothing more through it (empty payload)
   leaving_ack = 22,  // answer to leaving: nothing more will follow on this link for the leaver (empty)
   goodbye_ack = 23,  // answer to goodbye: the leaver may go, its final ack arrived (empty)
+  route_summary = 24,       // a digest of the sender's routing entries (routing/route_sync.cpp)
+  route_dump_request = 25,  // "send me your whole routing table" (empty)
 };
 bool is_known_frame_type(std::uint8_t t);
 const char* to_string(frame_type t);

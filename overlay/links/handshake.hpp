@@ -53,8 +53,9 @@ namespace phoenix::overlay {
 // 2: leaving; 3: goodbye_ack; 4: roles, ephemeral keys, windows, frame protection; 5: end-to-end numbers;
 // 6: intervals in transit in route updates; 7: intervals in retractions; 8: packets that name where their
 // acknowledgement goes (packet::ack_to_follows, stream_ack_for_tag); 9: retractions at the route's own seqno,
-// 16-bit hop limits in seqno requests
-inline constexpr std::uint16_t protocol_version = 9;
+// 16-bit hop limits in seqno requests; 10: routing summaries, dump requests and forget entries instead of
+// periodic full dumps
+inline constexpr std::uint16_t protocol_version = 10;
 
 inline constexpr std::size_t nonce_size_bytes = 32;
 inline constexpr std::size_t mac_size_bytes = 32;  // HMAC-SHA256

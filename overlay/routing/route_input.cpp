@@ -6,15 +6,17 @@
 // decoder already rejected malformed ones) and counted in route_input_stats:
 //  - A seqno above max_plausible_seqno is absurd. Own seqnos saturate below it, so no honest one gets there.
 //  - A seqno more than seqno_window ahead of the newest seen for a known source is ignored. Without the window
-//    one update at 2^48 - 2 would poison a name for good: its owner could not outbid it (the newest seqno wins).
-//    The window is 2^16: a source raises its seqno by 2 per event (interval change, answered request, a claim
-//    on its name), and a node hears every known source at least every full dump (10 s) or forgets it
-//    after source_expiry() (60 s) unheard, after which any plausible seqno is accepted again. 2^15 raises in
-//    60 s (546 a second, each sending an update network-wide) is far beyond anything honest. A key holder can
-//    still walk a seqno up by the window per update; reaching max_plausible_seqno takes 2^32 accepted updates.
-//    Seqnos are compared as plain integers rather than modulo 2^64 (RFC 8966 3.2.1): with the cap nothing
-//    wraps, and a modular comparison would make half the space "newer" than any seqno, which is what the
-//    window is there to refuse.
+//    one update at 2^48 - 2 would poison a name for good: its owner could not outbid it (the newest seqno
+//    wins). The window is 2^16: a source raises its seqno by 2 per event (interval change, answered request, a
+//    claim on its name), and each raise reaches a node within an interval per hop (seqno-only news goes out
+//    with the next summary, route_table.cpp, as DSDV's periodic dumps carried it) or the node forgets the
+//    source after source_expiry() (60 s) unreachable, after which any plausible seqno is accepted again.
+//    Answered requests raise it at most once per request_holdoff: 2^15 raises take 6,500 s, more than 650 hops
+//    at a 10 s interval, and interval changes that often are far beyond anything honest. A key holder can still
+//    walk a seqno up by the window per update; reaching max_plausible_seqno takes 2^32 accepted updates. Seqnos
+//    are compared as plain integers rather than modulo 2^64 (RFC 8966 3.2.1): with the cap nothing wraps, and a
+//    modular comparison would make half the space "newer" than any seqno, which is what the window is there to
+//    refuse.
 //  - Metric 0 is the source speaking of itself (RFC 8966 3.7.1): from anyone else it is a lie.
 //  - New sources past max_sources and intervals past max_held_intervals would grow memory without bound.
 //  - An update naming this node is never a route to it; a seqno above its own and within the window of it is
@@ -23,8 +25,8 @@
 //    claims costs one update. A claim beyond the window is ignored: following it would put the node's own
 //    updates beyond its neighbours' windows, and make it unreachable.
 //  - Seqno requests (RFC 8966 3.8.1.2) are acted on at most once per request_holdoff per source and at
-//    requests_per_second overall, and only within the window of the newest seqno seen; one for this node only up
-//    to its next seqno, and forwarded with a hop limit of at most request_hop_limit.
+//    requests_per_second overall, and only within the window of the newest seqno seen; one for this node only
+//    up to its next seqno, and forwarded with a hop limit of at most request_hop_limit.
 #include <algorithm>
 #include <chrono>
 
@@ -93,7 +95,8 @@ bool route_table::request_allowed(std::optional<time_point>& acted_at, time_poin
     return false;
   }
   const double elapsed_s = std::chrono::duration<double>(now - request_tokens_at_).count();
-  request_tokens_ = std::min<double>(params_.request_burst, request_tokens_ + elapsed_s * params_.requests_per_second);
+  request_tokens_ =
+      std::min<double>(params_.request_burst, request_tokens_ + elapsed_s * params_.requests_per_second);
   request_tokens_at_ = now;
   if (request_tokens_ < 1) {
     ++stats_.requests_limited;
@@ -108,10 +111,30 @@ bool route_table::request_allowed(std::optional<time_point>& acted_at, time_poin
 // Updates
 
 void route_table::on_update(node_id from, const route_update& u, time_point now) {
-  if (from == self_ || !neighbours_.contains(from)) return;
+  note_time(now);
+  const auto nit = from == self_ ? neighbours_.end() : neighbours_.find(from);
+  if (nit == neighbours_.end()) return;
+  neighbour_state& ns = nit->second;
+  ns.held_until = now + route_hold_time();  // it is alive (route_sync.cpp)
+  if (u.full_dump && !ns.in_dump) {         // the first part of a dump: what it does not name goes at its end
+    ns.in_dump = true;
+    ++ns.dump;
+  }
   std::vector<node_id> touched;
   for (const route_entry& e : u.entries) {
+    if (is_forget(e)) {
+      // `from` forgot the source: what it said of it goes. (A forget is no route, so none of the checks.)
+      if (e.source == self_) {
+        note_heard(ns, ns.self_digest, ns.self_dump, 0);
+      } else if (const auto it = sources_.find(e.source);
+                 it != sources_.end() && it->second.via.contains(from)) {
+        drop_route(it->second, from);
+        touched.push_back(e.source);
+      }
+      continue;
+    }
     if (e.source == self_) {
+      note_heard(ns, ns.self_digest, ns.self_dump, entry_digest(e));
       note_about_self(e, now);
       continue;
     }
@@ -124,26 +147,33 @@ void route_table::on_update(node_id from, const route_update& u, time_point now)
   finish_mutation();
 }
 
-// False if `e` only repeats what `from` last said (every full dump repeats every route): its hold time moves on
-// (lazily: expire() re-queues it when its old time comes), and nothing the selection depends on changed; a
-// source still unreachable asks again for a newer seqno (a request, or its answer, may have been lost).
+// False if `e` only repeats what `from` last said (a dump repeats every route): it counts as named by the dump,
+// nothing the selection depends on changed, and a source still unreachable asks again for a newer seqno (a
+// request, or its answer, may have been lost).
 bool route_table::store_route(node_id from, const route_entry& e, time_point now) {
-  source_state& s = sources_[e.source];
-  const time_point until = now + route_hold_time();
+  const auto [sit, created] = sources_.try_emplace(e.source);
+  source_state& s = sit->second;
+  // Forgotten here and heard of again before the forget went out: its neighbours get the forget and then
+  // what we say of it now, in that order (collect_triggered), so their copy of our entries stays ours.
+  if (created && forgotten_.contains(e.source)) {
+    s.trigger_pinned = true;
+    schedule_trigger(e.source, now);
+  }
+  neighbour_state& ns = neighbours_.at(from);
   if (const auto it = s.via.find(from); it != s.via.end()) {
     neighbour_route& old = it->second;
     if (old.seqno == e.seqno && old.metric == e.metric && old.intervals == e.intervals &&
         old.in_transit == e.in_transit) {
-      old.held_until = until;
+      old.dump = ns.dump;
       if (!s.next_hop) schedule_request(e.source, s, now);
       return false;
     }
-    drop_route(e.source, s, from);
+    drop_route(s, from);
   }
   // A retraction's intervals are what the source was last known to hold (select_route).
-  neighbour_route r{e.seqno, e.metric, e.intervals, e.in_transit, until, until};
+  neighbour_route r{e.seqno, e.metric, e.intervals, e.in_transit, 0, 0};
+  note_heard(ns, r.digest, r.dump, entry_digest(e));
   note_arrival(s, r, now);
-  hold_queue_.emplace(until, e.source, from);
   held_intervals_ += r.intervals.size() + r.in_transit.size();
   s.via.emplace(from, std::move(r));
   return true;
@@ -151,8 +181,8 @@ bool route_table::store_route(node_id from, const route_entry& e, time_point now
 
 // Someone holds a seqno for us newer than ours (another node claiming our name, or a bug): outbid it. A
 // retraction of us at our seqno or older is a neighbour that lost its route to us: we re-advertise, without a
-// raise (a seqno request brings one where a route is not feasible). An echo of our seqno with a finite metric is
-// just a neighbour's route to us, not news. Within the window of our own seqno: whatever our neighbours
+// raise (a seqno request brings one where a route is not feasible). An echo of our seqno with a finite metric
+// is just a neighbour's route to us, not news. Within the window of our own seqno: whatever our neighbours
 // accepted must be outbid, or they hold it until they forget the name. Beyond it, a claim is ignored, as our
 // neighbours ignore it.
 void route_table::note_about_self(const route_entry& e, time_point now) {
@@ -209,8 +239,12 @@ void route_table::apply_own_raise(time_point now) {
 // Seqno requests
 
 route_table::request_action route_table::on_request(node_id from, const route_request& r, time_point now) {
+  note_time(now);
   request_action act;
-  if (from == self_ || !neighbours_.contains(from) || r.hop_limit == 0) return act;
+  const auto nit = from == self_ ? neighbours_.end() : neighbours_.find(from);
+  if (nit == neighbours_.end()) return act;
+  nit->second.held_until = now + route_hold_time();  // it is alive (route_sync.cpp)
+  if (r.hop_limit == 0) return act;
   if (r.source == self_) {
     // No honest request asks for more than the next seqno: requesters ask one above what their feasibility
     // distance holds, which came from this node. Granting more lets a key holder walk the seqno a window per

@@ -9,6 +9,7 @@ namespace phoenix::overlay {
 namespace {
 
 constexpr std::uint8_t flag_full_dump = 0x01;
+constexpr std::uint8_t flag_ends_dump = 0x01;
 constexpr std::size_t max_entries_per_payload = std::numeric_limits<std::uint16_t>::max();  // u16 count
 
 bool intervals_valid(const std::vector<route_interval>& v) {
@@ -31,7 +32,8 @@ void write_header(base::writer& w, bool full_dump) {
 constexpr std::size_t count_offset = 2;
 
 void write_entry(base::writer& w, const route_entry& e) {
-  w.put_u64(e.source).put_u64(e.seqno).put_u16(e.metric).put_u16(static_cast<std::uint16_t>(e.intervals.size()));
+  w.put_u64(e.source).put_u64(e.seqno).put_u16(e.metric).put_u16(
+      static_cast<std::uint16_t>(e.intervals.size()));
   w.put_u16(static_cast<std::uint16_t>(e.in_transit.size()));
   for (const auto& iv : e.intervals) w.put_u64(iv.lo).put_u64(iv.hi);
   for (const auto& iv : e.in_transit) w.put_u64(iv.lo).put_u64(iv.hi);
@@ -41,8 +43,10 @@ void write_entry(base::writer& w, const route_entry& e) {
 
 std::vector<std::vector<std::byte>> encode_update(const route_update& u, std::size_t max_payload_bytes) {
   for (const auto& e : u.entries) {
+    const bool bad_forget =
+        is_forget(e) && (e.metric != infinite_metric || !e.intervals.empty() || !e.in_transit.empty());
     if (e.intervals.size() + e.in_transit.size() > max_route_intervals || !intervals_valid(e.intervals) ||
-        !intervals_valid(e.in_transit) ||
+        !intervals_valid(e.in_transit) || bad_forget ||
         route_update_header_bytes + encoded_size(e) > max_payload_bytes) {
       return {};
     }
@@ -79,11 +83,18 @@ std::vector<std::byte> encode_request(const route_request& r) {
   return std::move(w).take();
 }
 
+std::vector<std::byte> encode_summary(const route_summary& s) {
+  base::writer w;
+  w.put_u64(s.digest).put_u32(s.entries).put_u8(s.ends_dump ? flag_ends_dump : 0);
+  return std::move(w).take();
+}
+
 std::optional<route_update> decode_update(std::span<const std::byte> payload, std::string* error) {
   base::reader in(payload);
   std::uint8_t flags = 0, reserved = 0;
   std::uint16_t count = 0;
-  if (!in.get_u8(flags) || !in.get_u8(reserved) || !in.get_u16(count)) return fail<route_update>(error, "truncated header");
+  if (!in.get_u8(flags) || !in.get_u8(reserved) || !in.get_u16(count))
+    return fail<route_update>(error, "truncated header");
   if ((flags & ~flag_full_dump) != 0) return fail<route_update>(error, "unknown flags");
   if (reserved != 0) return fail<route_update>(error, "reserved byte not zero");
 
@@ -110,6 +121,8 @@ std::optional<route_update> decode_update(std::span<const std::byte> payload, st
       }
       if (!intervals_valid(*list)) return fail<route_update>(error, "intervals empty, unsorted or overlapping");
     }
+    if (is_forget(e) && (e.metric != infinite_metric || n_intervals != 0 || n_transit != 0))
+      return fail<route_update>(error, "forget entry with a metric or intervals");
     u.entries.push_back(std::move(e));
   }
   if (in.remaining() != 0) return fail<route_update>(error, "trailing bytes (more entries than count?)");
@@ -125,6 +138,23 @@ std::optional<route_request> decode_request(std::span<const std::byte> payload, 
     return fail<route_request>(error, "truncated request");
   if (r.hop_limit == 0) return fail<route_request>(error, "hop limit 0");
   return r;
+}
+
+std::optional<route_summary> decode_summary(std::span<const std::byte> payload, std::string* error) {
+  if (payload.size() != route_summary_bytes) return fail<route_summary>(error, "summary of the wrong size");
+  base::reader in(payload);
+  route_summary s;
+  std::uint8_t flags = 0;
+  if (!in.get_u64(s.digest) || !in.get_u32(s.entries) || !in.get_u8(flags))
+    return fail<route_summary>(error, "truncated summary");
+  if ((flags & ~flag_ends_dump) != 0) return fail<route_summary>(error, "unknown flags");
+  s.ends_dump = (flags & flag_ends_dump) != 0;
+  return s;
+}
+
+std::optional<route_dump_request> decode_dump_request(std::span<const std::byte> payload, std::string* error) {
+  if (!payload.empty()) return fail<route_dump_request>(error, "dump request with a payload");
+  return route_dump_request{};
 }
 
 }  // namespace phoenix::overlay

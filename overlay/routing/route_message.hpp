@@ -1,5 +1,5 @@
-// overlay/routing/route_message.hpp — wire codec for the payloads of routing frames (updates and seqno
-// requests).
+// overlay/routing/route_message.hpp — wire codec for the payloads of routing frames (updates, summaries, dump
+// requests and seqno requests).
 //
 // Explicit little-endian, no padding, strict decoding: anything but exactly one well-formed payload is
 // rejected. Decoders are meant to face hostile input (they are fuzzed): no UB, and nothing is allocated in
@@ -13,6 +13,10 @@
 //   in a retraction (metric 0xFFFF), what it was last known to have.
 //   Intervals are half-open, each non-empty (lo < hi), sorted and disjoint (prev.hi <= lo) within each list;
 //   at most 4096 over both.
+//   An entry with seqno 0 is a forget (route_table.hpp): metric 0xFFFF and no intervals, or it is rejected.
+// Summary payload:
+//   u64 digest, u32 entries, u8 flags (bit0 = ends_dump, other bits must be 0).
+// Dump request payload: empty.
 // Request payload:
 //   u64 source, u64 seqno, u16 hop_limit (never 0; RFC 8966 4.6.11 has 8 bits, too few for an overlay's long
 //   paths: a request must reach a source 150 hops away on a ring of 300).
@@ -35,6 +39,7 @@ inline constexpr std::size_t route_update_header_bytes = 4;
 inline constexpr std::size_t route_entry_header_bytes = 22;
 inline constexpr std::size_t route_interval_bytes = 16;
 inline constexpr std::size_t route_request_bytes = 18;
+inline constexpr std::size_t route_summary_bytes = 13;
 inline constexpr std::size_t max_route_intervals = 4096;
 
 // Bytes one entry takes on the wire.
@@ -48,9 +53,13 @@ constexpr std::size_t encoded_size(const route_entry& e) {
 // fit a payload on its own, more than max_route_intervals intervals, or intervals the decoder would reject.
 std::vector<std::vector<std::byte>> encode_update(const route_update& u, std::size_t max_payload_bytes);
 std::vector<std::byte> encode_request(const route_request& r);
+std::vector<std::byte> encode_summary(const route_summary& s);
 
 // nullopt on malformed input; then *error (if given) says why, for logs.
 std::optional<route_update> decode_update(std::span<const std::byte> payload, std::string* error = nullptr);
 std::optional<route_request> decode_request(std::span<const std::byte> payload, std::string* error = nullptr);
+std::optional<route_summary> decode_summary(std::span<const std::byte> payload, std::string* error = nullptr);
+std::optional<route_dump_request> decode_dump_request(std::span<const std::byte> payload,
+                                                      std::string* error = nullptr);
 
 }  // namespace phoenix::overlay

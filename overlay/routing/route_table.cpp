@@ -12,6 +12,7 @@
 #include <iterator>
 #include <limits>
 
+#include "overlay/routing/interval_lists.hpp"
 #include "overlay/routing/seqno.hpp"
 
 namespace phoenix::overlay {
@@ -27,31 +28,6 @@ constexpr std::uint16_t local_metric(std::uint16_t m) {
 // DSDV settling: EWMA weight of a new first-to-best arrival sample (1/4, like a smoothed RTT).
 constexpr int settling_ewma_divisor = 4;
 
-std::vector<route_interval> normalised(std::vector<route_interval> v) {
-  std::erase_if(v, [](const route_interval& i) { return i.lo >= i.hi; });
-  std::sort(v.begin(), v.end(), [](const route_interval& a, const route_interval& b) { return a.lo < b.lo; });
-  std::vector<route_interval> out;
-  for (const auto& i : v) {
-    if (!out.empty() && i.lo <= out.back().hi) {
-      out.back().hi = std::max(out.back().hi, i.hi);  // overlapping or adjacent: one interval
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-// The parts two sorted, disjoint interval lists have in common.
-std::vector<route_interval> common(const std::vector<route_interval>& a, const std::vector<route_interval>& b) {
-  std::vector<route_interval> out;
-  for (auto i = a.begin(), j = b.begin(); i != a.end() && j != b.end();) {
-    const std::uint64_t lo = std::max(i->lo, j->lo), hi = std::min(i->hi, j->hi);
-    if (lo < hi) out.push_back({lo, hi});
-    (i->hi < j->hi ? i : j)++;
-  }
-  return out;
-}
-
 }  // namespace
 
 route_table::route_table(node_id self, route_params params, time_point now)
@@ -60,12 +36,13 @@ route_table::route_table(node_id self, route_params params, time_point now)
       jitter_state_(self),
       request_tokens_(params.request_burst),
       request_tokens_at_(now) {
-  next_full_dump_ = next_dump_after(now);
+  next_summary_ = next_summary_after(now);
 }
 
 // RFC 8966 appendix B: periodic updates are jittered, so that nodes that started or were linked together do not
-// send their dumps in the same instant for ever. splitmix64 (Steele, Lea, Flood 2014): deterministic per node.
-time_point route_table::next_dump_after(time_point now) {
+// send their summaries in the same instant for ever. splitmix64 (Steele, Lea, Flood 2014): deterministic per
+// node.
+time_point route_table::next_summary_after(time_point now) {
   std::uint64_t z = (jitter_state_ += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -151,12 +128,17 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   if (was_reachable != reachable || s.next_hop != next.next_hop) routes_changed_ = true;
   if (was_reachable != reachable || (reachable && intervals_changed)) index_stale_ = routes_changed_ = true;
 
-  // Rule 7: only reachability, metric or interval changes are worth a triggered update; seqno-only news
-  // waits for the next full dump. Compared with what was last advertised, not with the previous selection.
+  // Rule 7: only reachability, metric or interval changes are worth a triggered update at once; seqno-only news
+  // goes out with the next periodic summary, as DSDV's next periodic dump would have carried it: it must
+  // spread, or nodes far away would fall behind the source's seqno by more than seqno_window. Compared with
+  // what was last advertised, not with the previous selection.
   // What is in transit travels with the intervals: a giver's release and its transit are one piece of news.
   // A retraction's intervals are news too: they decide what its receivers record as lost.
   if (intervals_changed || transit_changed) s.intervals_unadvertised = true;
-  const bool news = next.metric != s.advertised_metric || s.intervals_unadvertised;
+  // A new next hop is news too: the old one heard our route as a retraction (split horizon) and may use it
+  // now, the new one must hear it as one.
+  const bool news = next.metric != s.advertised_metric || s.intervals_unadvertised ||
+                    (reachable && params_.split_horizon && next.next_hop != s.advertised_via);
   // DSDV settling: a newer seqno that arrived over a worse path first is used at once but advertised later,
   // so that the better path carrying the same seqno (likely just behind) does not cause a second wave. Judged
   // against what neighbours last heard, so re-selecting the same route does not cut the delay short. An
@@ -195,6 +177,9 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
     schedule_trigger(source, now);
   } else if (news) {
     schedule_trigger(source, settle ? now + settling_time(source) : now);
+  } else if (reachable && s.seqno != s.advertised_seqno) {
+    if (s.trigger_due && !s.trigger_pinned) set_timer(trigger_queue_, s.trigger_due, source, std::nullopt);
+    seqno_news_.insert(source);  // goes out with the next summary (collect_triggered with `all`)
   } else if (s.trigger_due && !s.trigger_pinned) {
     set_timer(trigger_queue_, s.trigger_due, source, std::nullopt);  // settled back to what was advertised
   }
@@ -215,6 +200,7 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
 
 void route_table::set_local_intervals(std::vector<route_interval> intervals, time_point now,
                                       std::vector<route_interval> in_transit) {
+  note_time(now);
   own_intervals_ = normalised(std::move(intervals));
   own_transit_ = normalised(std::move(in_transit));
   own_seqno_ = next_even_above(own_seqno_);
@@ -224,22 +210,29 @@ void route_table::set_local_intervals(std::vector<route_interval> intervals, tim
 }
 
 void route_table::neighbour_up(node_id n, time_point now) {
+  note_time(now);
   if (n == self_) return;
-  if (neighbours_.insert(n).second && neighbours_.size() == 1) alone_at_ = now;
+  const auto [it, added] = neighbours_.try_emplace(n);
+  if (added && neighbours_.size() == 1) alone_at_ = now;
+  if (!added) return;
   // No new seqno: routes through the new link that are not feasible here or elsewhere are made so by seqno
   // requests, where they are wanted, not by a seqno wave through the whole network. The own entry goes out
-  // at once (the next collect_triggered), ahead of the full dump: what the caller sends after it (a leaver's
-  // `leaving`) comes after this node's news of itself.
+  // at once (the next collect_triggered), and the whole table to the new neighbour; the neighbour's own dump
+  // is on its way, so no dump request for a while.
   schedule_trigger(self_, now);
-  next_full_dump_ = std::min(next_full_dump_, now);  // DSDV: a new neighbour needs the whole table
+  it->second.dump_due = now;
+  it->second.asked_at = now;
+  it->second.held_until = now + route_hold_time();
 }
 
 void route_table::neighbour_down(node_id n, time_point now) {
+  note_time(now);
   if (!neighbours_.erase(n)) return;
   if (neighbours_.empty()) alone_at_ = now;
   for (auto& [source, s] : sources_) {
+    if (s.advertised_via == n) s.advertised_via.reset();  // its poison correction went with it
     if (!s.via.contains(n)) continue;
-    drop_route(source, s, n);
+    drop_route(s, n);
     select_route(source, s, now);
   }
   finish_mutation();
@@ -311,17 +304,29 @@ std::vector<route_table::route_view> route_table::routes() const {
 // Output
 
 route_entry route_table::advertise(node_id source) {
-  if (source == self_) return {self_, own_seqno_, 0, own_intervals_, own_transit_};
+  if (source == self_) {
+    route_entry e{self_, own_seqno_, 0, own_intervals_, own_transit_};
+    note_advertised(own_digest_, e);
+    return e;
+  }
   source_state& s = sources_.at(source);
+  unnote_advertised_via(s);
   // RFC 8966 3.7.3: retractions leave FD alone. They carry what the source was last known to hold.
-  if (!s.next_hop) return {source, s.seqno, infinite_metric, s.intervals, s.in_transit};
+  if (!s.next_hop) {
+    route_entry e{source, s.seqno, infinite_metric, s.intervals, s.in_transit};
+    note_advertised(s.digest, e);
+    return e;
+  }
   // RFC 8966 3.7.3: a newer seqno resets the feasibility distance, the same one keeps the minimum metric.
   if (!s.fd || s.seqno > s.fd->seqno) {
     s.fd = feasibility_distance{s.seqno, s.metric};
   } else if (s.seqno == s.fd->seqno) {
     s.fd->metric = std::min(s.fd->metric, s.metric);
   }
-  return {source, s.seqno, s.metric, s.intervals, s.in_transit};
+  route_entry e{source, s.seqno, s.metric, s.intervals, s.in_transit};
+  note_advertised(s.digest, e);
+  note_advertised_via(s, e, params_.split_horizon ? s.next_hop : std::nullopt);
+  return e;
 }
 
 void route_table::note_heard_by_all(source_state& s) {
@@ -332,24 +337,34 @@ void route_table::note_heard_by_all(source_state& s) {
 }
 
 time_point route_table::next_trigger() const {
-  if (trigger_queue_.empty()) return time_point::max();
-  const time_point gated = std::max(trigger_queue_.begin()->first, last_triggered_ + params_.trigger_gap);
+  if (trigger_queue_.empty() && forgotten_.empty()) return time_point::max();
+  const time_point first = forgotten_.empty() ? trigger_queue_.begin()->first : time_point::min();
+  const time_point gated = std::max(first, last_triggered_ + params_.trigger_gap);
   return own_trigger_due_ ? std::min(gated, *own_trigger_due_) : gated;  // the own entry is never held back
 }
 
-std::optional<route_update> route_table::collect_triggered(time_point now) {
-  if (next_trigger() > now) return std::nullopt;
+std::optional<route_update> route_table::collect_triggered(time_point now, bool all) {
+  if (!all && next_trigger() > now) return std::nullopt;
+  if (trigger_queue_.empty() && forgotten_.empty() && (!all || seqno_news_.empty())) return std::nullopt;
   last_triggered_ = now;
+  route_update u;
+  // Forgets first: a source forgotten and heard of again since goes out after its forget (store_route).
+  for (node_id source : forgotten_) u.entries.push_back(forget_entry(source));
+  forgotten_.clear();
   std::vector<node_id> due;
-  while (!trigger_queue_.empty() && trigger_queue_.begin()->first <= now) {
+  if (all) {
+    due.assign(seqno_news_.begin(), seqno_news_.end());
+    seqno_news_.clear();
+  }
+  while (!trigger_queue_.empty() && (all || trigger_queue_.begin()->first <= now)) {
     const node_id source = trigger_queue_.begin()->second;
     trigger_queue_.erase(trigger_queue_.begin());
     trigger_slot(source).reset();
     due.push_back(source);
   }
-  if (due.empty()) return std::nullopt;
+  if (due.empty() && u.entries.empty()) return std::nullopt;
   std::sort(due.begin(), due.end());
-  route_update u;
+  due.erase(std::unique(due.begin(), due.end()), due.end());
   for (node_id source : due) {
     u.entries.push_back(advertise(source));
     if (source != self_) note_heard_by_all(sources_.at(source));
@@ -359,23 +374,28 @@ std::optional<route_update> route_table::collect_triggered(time_point now) {
 
 // DSDV gives every periodic dump a fresh seqno of the node's own. We do not: with reliable links a route only
 // changes when something happens, and each such event that needs one already bumps the seqno (intervals,
-// seqno request, a claim on the own name). A bump per dump would make every node re-select routes network-wide every
-// interval (newest seqno first), a steady churn of triggered updates that the settling delay only damps.
-route_update route_table::full_dump(time_point now) {
+// seqno request, a claim on the own name). A bump per dump would make every node re-select routes network-wide
+// every interval (newest seqno first), a steady churn of triggered updates that the settling delay only damps.
+route_update route_table::full_dump(time_point now, std::optional<node_id> to) {
   route_update u{true, {}};
   u.entries.reserve(sources_.size() + 1);
+  const std::uint64_t own_before = own_digest_;
   u.entries.push_back(advertise(self_));
+  if (own_digest_ != own_before) schedule_trigger(self_, now);
   for (auto& [source, s] : sources_) {
+    const std::uint64_t before = s.digest;
+    const std::optional<node_id> via_before = s.advertised_via;
     u.entries.push_back(advertise(source));
-    // A dump may go to a new neighbour only: pending triggers stay pending (and pinned) for the others, who
-    // at worst hear an entry twice. Without one, everybody already holds what the dump says.
-    if (s.trigger_due) {
+    if (to && s.advertised_via == to) u.entries.back().metric = infinite_metric;  // split horizon
+    // A dump goes to one neighbour: what it says that the others have not heard goes to them too (pinned), so
+    // that everyone holds what the next summary sums up. What they all heard already needs nothing.
+    if (s.digest != before || s.advertised_via != via_before) {
       s.trigger_pinned = true;
-    } else {
+      schedule_trigger(source, now);
+    } else if (!s.trigger_due) {
       note_heard_by_all(s);
     }
   }
-  next_full_dump_ = next_dump_after(now);
   return u;
 }
 
@@ -399,131 +419,47 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     s.requested_seqno = std::max(s.requested_seqno, wanted);
     s.requested_at = now;
     s.last_request = now;
-    // RFC 8966 3.8.2.1: sent again a few times if no answer comes (a request, or its answer, can be dropped
-    // by a rate limit on the way), after 2, 4 and 8 holdoffs; a neighbour repeating its route starts over.
-    if (s.request_resends < max_request_resends) {
-      ++s.request_resends;
-      set_timer(request_queue_, s.request_due, source, now + params_.request_holdoff * (1 << s.request_resends));
-    }
+    // RFC 8966 3.8.2.1: sent again if no answer comes (a request, or its answer, can be dropped by a rate limit
+    // on the way), after 2, 4, 8, ... holdoffs, at most max_request_backoff() apart, while a neighbour still
+    // has a route we cannot use (as each periodic dump's repeat of that route once asked again); a neighbour
+    // advertising a new one starts over. The backoff matters: a request crossing 500 hops of a process behind
+    // on its input is answered seconds later, and resent every second each copy crossed the 500 hops again.
+    s.request_resends = std::min(s.request_resends + 1, 16);
+    set_timer(request_queue_, s.request_due, source,
+              now + std::min<std::chrono::nanoseconds>(params_.request_holdoff * (1 << s.request_resends),
+                                                       max_request_backoff()));
   }
   return out;
 }
 
 time_point route_table::next_deadline() const {
-  time_point t = std::min(next_full_dump_, next_trigger());
+  time_point t = std::min(next_summary_, next_trigger());
   for (const timer_queue* q : {&request_queue_, &expiry_queue_}) {
     if (!q->empty()) t = std::min(t, q->begin()->first);
   }
-  if (!hold_queue_.empty()) t = std::min(t, std::get<0>(*hold_queue_.begin()));
+  for (const auto& [n, ns] : neighbours_) {
+    t = std::min(t, ns.held_until);
+    if (ns.dump_due) t = std::min(t, *ns.dump_due);
+  }
   if (own_raise_due_) t = std::min(t, *own_raise_due_);
   return t;
 }
 
 void route_table::expire(time_point now) {
+  note_time(now);
   if (own_raise_due_ && *own_raise_due_ <= now) apply_own_raise(now);
-  std::vector<node_id> touched;
-  while (!hold_queue_.empty() && std::get<0>(*hold_queue_.begin()) <= now) {
-    const auto [queued, source, neighbour] = *hold_queue_.begin();
-    source_state& s = sources_.at(source);
-    neighbour_route& r = s.via.at(neighbour);
-    if (r.held_until > now) {  // refreshed since it was queued (store_route): queued again, for its new time
-      hold_queue_.erase(hold_queue_.begin());
-      r.queued_until = r.held_until;
-      hold_queue_.emplace(r.queued_until, source, neighbour);
-      continue;
-    }
-    drop_route(source, s, neighbour);
-    touched.push_back(source);
+  for (auto& [n, ns] : neighbours_) {
+    if (ns.held_until > now) continue;
+    // It said nothing for a hold time: its routes go as with a broken link (the link stays, and its next
+    // summary, not matching, brings a dump).
+    ns.held_until = time_point::max();  // nothing left to hold until it speaks again
+    ++sync_stats_.holds_expired;
+    drop_neighbour_routes(n, now, false);
   }
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  for (node_id source : touched) select_route(source, sources_.at(source), now);  // like a broken link
   while (!expiry_queue_.empty() && expiry_queue_.begin()->first <= now) {
     forget(sources_.find(expiry_queue_.begin()->second));
   }
   finish_mutation();
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Owners that went away
-
-void route_table::note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
-                            std::vector<route_interval> given) {
-  drop_lost(source);
-  if (intervals.size() > params_.max_held_intervals) return;
-  while (!lost_.empty() &&
-         (lost_.size() >= params_.max_sources || lost_intervals_ + intervals.size() > params_.max_held_intervals))
-    drop_lost(lost_by_age_.begin()->second);
-  lost_[source] = lost_owner{source, intervals, now, common(intervals, normalised(std::move(given)))};
-  lost_by_age_.emplace(now, source);
-  lost_intervals_ += intervals.size();
-}
-
-// One more interval in the taker's record (made if there is none), given by this node.
-void route_table::note_lost_in_transit(node_id source, route_interval i, time_point since) {
-  if (source == self_ || i.empty() || is_reachable(source)) return;
-  std::vector<route_interval> all{i}, given{i};
-  if (const auto it = lost_.find(source); it != lost_.end()) {
-    all.insert(all.end(), it->second.intervals.begin(), it->second.intervals.end());
-    given.insert(given.end(), it->second.given.begin(), it->second.given.end());
-    since = std::min(since, it->second.since);
-  }
-  note_lost(source, normalised(std::move(all)), since, std::move(given));
-}
-
-// Newer news of a lost source: its record keeps only what that news names too (a record never grows: what
-// it lost was adopted or given away for good), and what this node gave it, which no news can name; news that
-// names nothing (a withdrawal: it was alive, and left) ends the record.
-void route_table::shrink_lost(node_id source, const std::vector<route_interval>& intervals) {
-  const auto it = lost_.find(source);
-  if (it == lost_.end()) return;
-  if (intervals.empty()) return drop_lost(source);
-  it->second.given = common(it->second.given, it->second.intervals);
-  auto left = normalised([&] {
-    auto both = common(it->second.intervals, intervals);
-    both.insert(both.end(), it->second.given.begin(), it->second.given.end());
-    return both;
-  }());
-  if (left.empty()) return drop_lost(source);
-  lost_intervals_ = lost_intervals_ - it->second.intervals.size() + left.size();
-  it->second.intervals = std::move(left);
-}
-
-void route_table::drop_lost(node_id source) {
-  const auto it = lost_.find(source);
-  if (it == lost_.end()) return;
-  lost_intervals_ -= it->second.intervals.size();
-  lost_by_age_.erase({it->second.since, source});
-  lost_.erase(it);
-}
-
-// The parts of `intervals` (sorted, disjoint) that no slot of the owner index covers.
-std::vector<route_interval> route_table::unowned(const std::vector<route_interval>& intervals) const {
-  if (index_stale_) rebuild_owner_index();
-  std::vector<route_interval> out;
-  for (const auto& i : intervals) {
-    std::uint64_t lo = i.lo;
-    auto it = std::upper_bound(owner_index_.begin(), owner_index_.end(), lo,
-                               [](std::uint64_t v, const owner_slot& slot) { return v < slot.lo; });
-    if (it != owner_index_.begin() && std::prev(it)->hi > lo) --it;
-    for (; it != owner_index_.end() && it->lo < i.hi && lo < i.hi; ++it) {
-      if (it->lo > lo) out.push_back({lo, it->lo});
-      lo = std::max(lo, it->hi);
-    }
-    if (lo < i.hi) out.push_back({lo, i.hi});
-  }
-  return out;
-}
-
-std::vector<route_table::lost_owner> route_table::lost_owners(time_point now, std::chrono::nanoseconds after) const {
-  std::vector<lost_owner> out;
-  for (const auto& [source, record] : lost_) {
-    const auto since = std::max(record.since, alone_at_);
-    if (now - since < after) continue;
-    auto left = unowned(record.intervals);
-    if (!left.empty()) out.push_back(lost_owner{source, std::move(left), since, {}});
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -582,20 +518,28 @@ void route_table::set_timer(timer_queue& q, std::optional<time_point>& slot, nod
 // retracted or has timed out at our neighbours, so nobody can route through us.
 void route_table::forget(std::map<node_id, source_state>::iterator it) {
   source_state& s = it->second;
-  for (const auto& [n, r] : s.via) {
-    hold_queue_.erase({r.queued_until, it->first, n});
-    held_intervals_ -= r.intervals.size() + r.in_transit.size();
+  unnote_advertised_via(s);
+  while (!s.via.empty()) drop_route(s, s.via.begin()->first);
+  // Its neighbours drop what we said of it (the forget entry), and our summaries no longer count it.
+  if (s.digest != 0) {
+    digest_ ^= s.digest;
+    --advertised_;
+    forgotten_.insert(it->first);
   }
   set_timer(trigger_queue_, s.trigger_due, it->first, std::nullopt);
+  seqno_news_.erase(it->first);
   set_timer(request_queue_, s.request_due, it->first, std::nullopt);
   set_timer(expiry_queue_, s.expiry_due, it->first, std::nullopt);
   if (s.next_hop) index_stale_ = routes_changed_ = true;
   sources_.erase(it);
 }
 
-void route_table::drop_route(node_id source, source_state& s, node_id neighbour) {
+void route_table::drop_route(source_state& s, node_id neighbour) {
   auto it = s.via.find(neighbour);
-  hold_queue_.erase({it->second.queued_until, source, neighbour});
+  if (auto ns = neighbours_.find(neighbour); ns != neighbours_.end()) {
+    std::uint32_t unused = 0;
+    note_heard(ns->second, it->second.digest, unused, 0);
+  }
   held_intervals_ -= it->second.intervals.size() + it->second.in_transit.size();
   s.via.erase(it);
 }
@@ -622,8 +566,9 @@ void route_table::finish_mutation() {
 
 // Rule 9: rebuilt only when a reachable source's intervals or the set of reachable sources changed, and only
 // once something looks a virtual node up, into a sorted vector searched in O(log n). Normally intervals are
-// disjoint and a sort is all it takes. Stale overlaps (a migration in flight) resolve deterministically: sources
-// are painted in precedence order (self, then ascending node_id) and each only fills what is still free.
+// disjoint and a sort is all it takes. Stale overlaps (a migration in flight) resolve deterministically:
+// sources are painted in precedence order (self, then ascending node_id) and each only fills what is still
+// free.
 void route_table::rebuild_owner_index() const {
   index_stale_ = false;
   std::vector<owner_slot> by_precedence;

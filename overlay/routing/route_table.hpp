@@ -7,11 +7,12 @@
 // other source the table keeps what each neighbour last advertised, selects one route (newest seqno, then
 // fewest hops, among feasible routes only) and decides what to advertise and when. A route lost without a
 // feasible alternative is retracted without a new seqno, so only the nodes that routed through it lose it;
-// one with an alternative that is not feasible asks the source for a newer seqno (a seqno request).
+// one with an alternative that is not feasible asks the source for a newer seqno (a seqno request). With
+// route_params::split_horizon, a route is advertised to its own next hop as a retraction (poisoned reverse).
 //
 // Contract:
 //  - Pure and deterministic: no I/O, no clock reads, no threads. Every call that depends on time takes `now`;
-//    the caller owns timing and must pass non-decreasing times. The full dump period's jitter comes from a
+//    the caller owns timing and must pass non-decreasing times. The summary period's jitter comes from a
 //    generator seeded by the node's id.
 //  - Single-threaded: one owner calls everything; const members may run concurrently only with each other,
 //    except owner_of(), which may rebuild its cached index.
@@ -28,12 +29,17 @@
 //  - Input is hostile (route_input.cpp): every update and request is checked against bounds and windows and
 //    rate limits before it touches the table; what was ignored is counted in input_stats().
 //
+// Summaries instead of periodic dumps (route_sync.cpp): links are reliable and ordered, so a neighbour already
+// holds everything this node advertised. Every full_dump_interval (jittered) a node sends each neighbour a
+// summary, a digest of its advertised entries; a neighbour whose copy differs asks for the whole table (a
+// dump request) and gets it, ended by a summary that drops whatever the dump did not name. A new neighbour gets
+// the whole table at once. Whatever a neighbour sends holds every route it gave, as a dump's repeats did.
+//
 // Driving it (what the overlay does on every event and on its timer):
-//     table.on_update(...) / on_request(...) / neighbour_up(...) / ...
-//     table.expire(now);                         // first: a timed-out route may trigger a retraction or request
-//     if (auto u = table.collect_triggered(now)) send *u to every neighbour;
-//     if (table.full_dump_due(now))              send table.full_dump(now) to every neighbour;
-//     for (auto& [n, r] : table.collect_requests(now)) send r to n;
+//     table.on_update(...) / on_request(...) / on_summary(...) / neighbour_up(...) / ...
+//     table.expire(now);                          // first: a timed-out route may trigger a retraction
+//     for (auto& m : table.collect_output(now))   // in order: to m.to, or to every neighbour that is up
+//       send m.what;
 //     re-arm the timer at table.next_deadline();  // now strictly in the future
 //   and whenever generation() changed, re-examine messages waiting for a route or an owner.
 #pragma once
@@ -44,8 +50,8 @@
 #include <optional>
 #include <phoenix/interval.hpp>
 #include <set>
-#include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace phoenix::overlay {
@@ -77,6 +83,26 @@ struct route_update {
   friend bool operator==(const route_update&, const route_update&) = default;
 };
 
+// An entry with seqno 0 (never a valid seqno) and no intervals is a forget: its sender no longer knows the
+// source (it expired there), so its receivers drop what the sender last said of it.
+inline route_entry forget_entry(node_id source) { return {source, 0, infinite_metric, {}, {}}; }
+inline bool is_forget(const route_entry& e) { return e.seqno == 0; }
+
+// A digest of every entry its sender has advertised and not forgotten (the XOR of route_table::entry_digest
+// over them) and their number. ends_dump: the last message of a full dump to this neighbour, whose receiver
+// drops whatever the dump did not name.
+struct route_summary {
+  std::uint64_t digest = 0;
+  std::uint32_t entries = 0;
+  bool ends_dump = false;
+  friend bool operator==(const route_summary&, const route_summary&) = default;
+};
+
+// "Please send me your whole table": a summary did not match.
+struct route_dump_request {
+  friend bool operator==(const route_dump_request&, const route_dump_request&) = default;
+};
+
 // RFC 8966 3.8.1: "please advertise `source` with a seqno >= `seqno`".
 struct route_request {
   node_id source = 0;
@@ -86,11 +112,17 @@ struct route_request {
 };
 
 struct route_params {
+  // The period of summaries (and the base of hold times): see route_sync.cpp.
   std::chrono::milliseconds full_dump_interval{10000};
   std::chrono::milliseconds max_settling_time{200};  // cap on DSDV settling delay
-  std::chrono::milliseconds expiry{60000};           // an unreachable source is forgotten after this (but see
-                                                     // route_table::source_expiry())
-  std::chrono::milliseconds request_holdoff{200};    // min gap between two seqno requests for one source
+  // A neighbour's routes are held at least this long after it last said anything (route_hold_time()). The
+  // hold only has to notice a neighbour hung with its link open (a closed link takes its routes at once), and a
+  // short interval, chosen for fast news, must not make a node drop a neighbour that is merely busy: 1,000
+  // nodes on one thread at a 1 s interval left frames unread for over 3.5 s while the tables converged.
+  std::chrono::milliseconds min_route_hold{30000};
+  std::chrono::milliseconds expiry{60000};         // an unreachable source is forgotten after this (but see
+                                                   // route_table::source_expiry())
+  std::chrono::milliseconds request_holdoff{200};  // min gap between two seqno requests for one source
   // A first request waits this long: a neighbour's finite route may be one its next retraction takes back (the
   // retraction wave of a cut passes each node one hop behind the other), and only nodes next to a real route
   // should ask.
@@ -99,6 +131,10 @@ struct route_params {
   // changes within it goes out as one update. A cut's news reaches a node as a stream of frames, and one update
   // per frame received tripled the frames of a 1,000-node ring (route_sim). The own entry is never held back.
   std::chrono::milliseconds trigger_gap{5};
+  // Split horizon with poisoned reverse (route_sync.cpp). Off by default: it spared requests in route_sim, but
+  // made the one-thread 1,000-node ring repair a cut more slowly (bench/README.md, "Summaries"), for reasons
+  // not yet known.
+  bool split_horizon = false;
   // How far an update's or a request's seqno may lie beyond the newest one seen for a known source
   // (route_input.cpp argues the value); beyond it the input is ignored.
   std::uint64_t seqno_window = std::uint64_t{1} << 16;
@@ -125,19 +161,39 @@ struct route_input_stats {
   std::uint64_t seqno_out_of_window = 0;  // beyond seqno_window ahead of the newest seen (updates and requests)
   std::uint64_t metric_absurd = 0;        // metric 0 for a source other than the sender
   std::uint64_t sources_over_limit = 0;   // a new source past max_sources
-  std::uint64_t intervals_over_limit = 0; // an entry whose intervals would pass max_held_intervals
-  std::uint64_t requests_limited = 0;     // seqno requests past the per-source holdoff or the total rate, or
-                                          // redundant (one for as much is unanswered: route_input.cpp)
-  std::uint64_t own_name_claims = 0;      // updates naming this node at a seqno above its own
-  std::uint64_t own_raises_deferred = 0;  // of those, answered by a raise merged at own_raise_holdoff's end
+  std::uint64_t intervals_over_limit = 0;  // an entry whose intervals would pass max_held_intervals
+  std::uint64_t requests_limited = 0;      // seqno requests past the per-source holdoff or the total rate, or
+                                           // redundant (one for as much is unanswered: route_input.cpp)
+  std::uint64_t own_name_claims = 0;       // updates naming this node at a seqno above its own
+  std::uint64_t own_raises_deferred = 0;   // of those, answered by a raise merged at own_raise_holdoff's end
   friend bool operator==(const route_input_stats&, const route_input_stats&) = default;
+};
+
+// One message the table wants sent (collect_output): to one neighbour, or to every neighbour that is up.
+struct route_message {
+  std::optional<node_id> to;  // nullopt: every neighbour that is up, but those in `except` (sorted)
+  std::variant<route_update, route_summary, route_request, route_dump_request> what;
+  std::vector<node_id> except{};
+  friend bool operator==(const route_message&, const route_message&) = default;
+};
+
+// What keeping neighbours in step cost (route_sync.cpp). Cumulative; never reset.
+struct route_sync_stats {
+  std::uint64_t dumps_sent = 0;
+  std::uint64_t dump_requests_sent = 0;
+  std::uint64_t summaries_differed = 0;  // periodic summaries that did not match what this node holds
+  std::uint64_t holds_expired = 0;       // neighbours whose routes all went: nothing from them for a hold time
+  friend bool operator==(const route_sync_stats&, const route_sync_stats&) = default;
 };
 
 class route_table {
  public:
   // How far a seqno request travels: beyond it, a path is repaired by full dumps and hold times only.
   static constexpr std::uint16_t request_hop_limit = 1024;
-  static constexpr int max_request_resends = 3;
+  // The longest wait between two resends of an unanswered seqno request (collect_requests).
+  std::chrono::nanoseconds max_request_backoff() const {
+    return std::max<std::chrono::nanoseconds>(params_.full_dump_interval, params_.request_holdoff * 64);
+  }
 
   route_table(node_id self, route_params params, time_point now);
 
@@ -149,8 +205,8 @@ class route_table {
   // Replaces this node's intervals (normalised: sorted, merged, empty ones dropped); bumps own seqno, triggers.
   void set_local_intervals(std::vector<route_interval> intervals, time_point now,
                            std::vector<route_interval> in_transit = {});
-  // Triggers the own entry and makes a full dump due at once so the new neighbour learns the whole table (no
-  // new seqno: see route_table.cpp).
+  // Triggers the own entry and owes the new neighbour a full dump at once, so that it learns the whole table
+  // (no new seqno: see route_table.cpp).
   void neighbour_up(node_id n, time_point now);
   // Drops routes via n. A source that still has a feasible route switches to it (triggered only if the metric
   // changes); one that has none becomes unreachable and, if we had advertised a route for it, is retracted at
@@ -162,7 +218,14 @@ class route_table {
   // resurrect routes through it). Entries failing a check are ignored one by one and counted.
   // An entry naming this node is never a route: if its seqno is above the own one (another node claiming this
   // name), the own seqno is raised past it, at most once per own_raise_holdoff.
+  // A forget entry drops what `from` last said of its source.
   void on_update(node_id from, const route_update& u, time_point now);
+  // A neighbour's summary (route_sync.cpp). If it differs from what this node holds from `from`, a dump
+  // request goes to `from` (at most one per half interval). One that ends a dump drops every route the dump did
+  // not name. Like everything `from` sends, it holds all of `from`'s routes for route_hold_time() more.
+  void on_summary(node_id from, const route_summary& s, time_point now);
+  // `from` asks for the whole table: a dump goes to it, at most one per half interval (later ones wait).
+  void on_dump_request(node_id from, time_point now);
 
   struct request_action {
     enum kind_t { none, bumped_own, forward } kind = none;
@@ -194,38 +257,53 @@ class route_table {
   std::uint64_t generation() const { return generation_; }
 
   // --- output ---
+  // Everything due now, in the order it must be sent: dumps owed (each to its neighbour alone, ended by a
+  // summary), triggered entries, the periodic summary (before it, every pending entry goes out, so that all
+  // neighbours hold what it sums up), dump requests, seqno requests. The calls below are its parts.
+  std::vector<route_message> collect_output(time_point now);
+
   // Entries whose advertisement changed (reachability, metric or intervals against what was last sent) and
-  // whose settling delay has passed, or nullopt. Updates feasibility distances. A newer seqno with a worse
-  // metric than last advertised waits settling_time(); a change undone before it went out is not sent. Within
-  // trigger_gap of the last update returned, nothing is (unless the own entry is due).
-  std::optional<route_update> collect_triggered(time_point now);
-  bool full_dump_due(time_point now) const { return now >= next_full_dump_; }
-  // Every known source incl. self and unreachable ones; restarts the full dump period, jittered (RFC 8966
-  // appendix B): between 3/4 and 5/4 of full_dump_interval, so that nodes started together do not dump in
-  // step. neighbour_up makes a dump due at once, so a new neighbour gets the whole table. Pending triggered
-  // entries are not cancelled.
-  // Unlike DSDV, a dump does not bump our own seqno (see route_table.cpp).
-  route_update full_dump(time_point now);
+  // whose settling delay has passed, or nullopt; forget entries for sources forgotten since the last one come
+  // first. Updates feasibility distances. A newer seqno with a worse metric than last advertised waits
+  // settling_time(); a change undone before it went out is not sent. Within trigger_gap of the last update
+  // returned, nothing is (unless the own entry is due). `all`: every pending entry, due or not.
+  std::optional<route_update> collect_triggered(time_point now, bool all = false);
+  bool summary_due(time_point now) const { return now >= next_summary_; }
+  // The digest of everything advertised. periodic_summary restarts the period, jittered (RFC 8966 appendix B):
+  // between 3/4 and 5/4 of full_dump_interval, so that nodes started together do not send in step.
+  route_summary summary(node_id to, bool ends_dump) const;
+  // Restarts the period; the summaries themselves are summary(n, false) for each neighbour n.
+  void periodic_summary(time_point now);
+  // Every known source incl. self and unreachable ones, for one neighbour, as that neighbour hears them (split
+  // horizon: routes through it as retractions; a full dump without `to`); its receiver learns of entries the
+  // others have not heard yet, which are then triggered (pinned) for all. Unlike DSDV, a dump does not bump
+  // our own seqno (see route_table.cpp).
+  route_update full_dump(time_point now, std::optional<node_id> to = std::nullopt);
+  // Neighbours owed a dump now (new, or asked: on_dump_request); each gets full_dump() then summary(true).
+  std::vector<node_id> collect_dumps(time_point now);
+  std::vector<node_id> collect_dump_requests(time_point now);  // neighbours whose summary did not match
   std::vector<std::pair<node_id, route_request>> collect_requests(time_point now);  // (neighbour, request)
-  time_point next_deadline() const;  // earliest time collect_triggered/full_dump/collect_requests/expire is due
-  // Drops neighbour routes not refreshed for route_hold_time() and forgets sources unreachable for
-  // source_expiry(); raises the own seqno if a raise was held off (own_raise_holdoff) until now.
+  time_point next_deadline() const;  // earliest time collect_output or expire has something to do
+  // Drops the routes of a neighbour that said nothing for route_hold_time(), forgets sources unreachable for
+  // source_expiry(); raises the own seqno if a raise was held off (own_raise_holdoff).
   void expire(time_point now);
-  // RFC 8966 appendix B: a route is held for 3.5 update intervals (2.8 of the longest jittered ones). Every
-  // full dump names every source the neighbour knows, so a live neighbour refreshes all its routes; one that
-  // stops (lost frames, a source it forgot) loses them here. Assumes neighbours use the same
-  // full_dump_interval.
-  std::chrono::nanoseconds route_hold_time() const { return params_.full_dump_interval * 7 / 2; }
+  // RFC 8966 appendix B: a route is held for 3.5 update intervals (2.8 of the longest jittered ones), here
+  // from the last frame of its neighbour, which sends at least a summary per interval; at least
+  // min_route_hold. Assumes neighbours use the same full_dump_interval.
+  std::chrono::nanoseconds route_hold_time() const {
+    return std::max<std::chrono::nanoseconds>(params_.full_dump_interval * 7 / 2, params_.min_route_hold);
+  }
   // max(params.expiry, route_hold_time() + full_dump_interval). Forgetting a source forgets its feasibility
-  // distance, which is only safe once no neighbour can still hold a finite route we advertised: those are gone
-  // route_hold_time() after our last finite advertisement (one more interval covers frames in flight).
+  // distance, which is only safe once no neighbour can still hold a finite route we advertised: we retracted it
+  // when we lost it, and links are reliable, so a neighbour has the retraction or lost its link to us (and its
+  // routes through us with it). The margin is kept from DSDV, where routes time out instead.
   std::chrono::nanoseconds source_expiry() const {
     return std::max<std::chrono::nanoseconds>(params_.expiry, route_hold_time() + params_.full_dump_interval);
   }
 
   // --- owners that went away holding intervals ---
-  // A source that became unreachable while it advertised intervals: a crashed node, or one cut off. (A node that
-  // finalizes withdraws its intervals first, so it is not one of these.) The record outlives the source's
+  // A source that became unreachable while it advertised intervals: a crashed node, or one cut off. (A node
+  // that finalizes withdraws its intervals first, so it is not one of these.) The record outlives the source's
   // entry (source_expiry); what another node owns of it is no longer the lost source's, for good, and the
   // record goes when the source is reachable again or nothing is left; at most max_sources records and
   // max_held_intervals intervals over all of them, the oldest dropped first.
@@ -257,16 +335,20 @@ class route_table {
     std::vector<route_interval> intervals;
   };
   std::vector<route_view> routes() const;  // selected route per known destination (excluding self), by id
-  std::vector<node_id> neighbours() const { return {neighbours_.begin(), neighbours_.end()}; }
+  std::vector<node_id> neighbours() const;
   // The last instant this node had no neighbour at all (`now` while it has none): its routes to everyone were
   // lost then, and come back only with newer sequence numbers.
   time_point alone_at(time_point now) const { return neighbours_.empty() ? now : alone_at_; }
   // Current DSDV settling delay for source: 2 x EWMA (weight 1/4, starting at 0) of the gap between the first
   // and the best arrival of each of its seqnos, capped at max_settling_time.
   std::chrono::nanoseconds settling_time(node_id source) const;
-  // True while a triggered update or a seqno request is waiting (for tests and the shell).
-  bool has_pending_output() const { return !trigger_queue_.empty() || !request_queue_.empty(); }
+  // True while a triggered update, a forget, a dump, a dump request or a seqno request is waiting (for tests
+  // and the shell).
+  bool has_pending_output() const;
+  // The digest of one entry as its sender and its receivers compute it (never 0).
+  static std::uint64_t entry_digest(const route_entry& e);
   const route_input_stats& input_stats() const { return stats_; }
+  const route_sync_stats& sync_stats() const { return sync_stats_; }
 
  private:
   using timer_queue = std::set<std::pair<time_point, node_id>>;
@@ -276,8 +358,26 @@ class route_table {
     std::uint16_t metric = infinite_metric;  // as advertised, i.e. without our hop
     std::vector<route_interval> intervals;
     std::vector<route_interval> in_transit;
-    time_point held_until{};    // dropped if not refreshed by then
-    time_point queued_until{};  // its key in hold_queue_: held_until when queued, earlier once refreshed
+    std::uint64_t digest = 0;  // entry_digest of the entry, for the neighbour's summaries
+    std::uint32_t dump = 0;    // neighbour_state::dump when it was last heard
+  };
+  // What this node knows of each neighbour that is up (route_sync.cpp).
+  struct neighbour_state {
+    // The digest and number of what it advertised and this node holds (its routes, and its entry for self).
+    std::uint64_t digest = 0;
+    std::uint32_t entries = 0;
+    std::uint64_t self_digest = 0;  // its entry naming this node (never a route), 0 if none
+    std::uint32_t self_dump = 0;
+    std::uint32_t dump = 0;   // counts the dumps it sent; raised at the first entry of each
+    bool in_dump = false;     // its dump's entries are arriving (a full_dump update since the last summary)
+    time_point held_until{};  // its routes are dropped then unless it says something first
+    time_point asked_at = time_point::min();   // our last dump request to it
+    bool ask = false;                          // a dump request to it is waiting (collect_dump_requests)
+    std::optional<time_point> dump_due;        // a dump owed to it
+    time_point dumped_at = time_point::min();  // our last dump to it
+    // Our side: XOR of (digest ^ poison_digest) of every source whose route goes through it, which it heard
+    // as a retraction (split horizon): its summaries are ours with these swapped.
+    std::uint64_t poison_correction = 0;
   };
   struct feasibility_distance {  // RFC 8966 3.5.1, with DSDV seqnos
     std::uint64_t seqno = 0;
@@ -293,6 +393,11 @@ class route_table {
     std::vector<route_interval> intervals;
     std::vector<route_interval> in_transit;
     std::optional<feasibility_distance> fd;
+    std::uint64_t digest = 0;  // entry_digest of what we last advertised for it (0: nothing yet)
+    // Split horizon with poisoned reverse: the next hop of what we last advertised heard it as a retraction
+    // (its digest poison_digest); everyone else heard `digest`.
+    std::optional<node_id> advertised_via;
+    std::uint64_t poison_digest = 0;
     // What all our neighbours last heard from us: triggers compare with it, so a change that is undone before
     // it went out (DSDV settling) costs nothing. Invariant: the selection differs from it (in metric or
     // intervals) only while a trigger is pending.
@@ -359,10 +464,18 @@ class route_table {
   void schedule_request(node_id source, source_state& s, time_point now);
   void set_timer(timer_queue& q, std::optional<time_point>& slot, node_id source,
                  std::optional<time_point> due);
-  route_entry advertise(node_id source);  // builds the entry and records the feasibility distance
+  route_entry advertise(node_id source);  // builds the entry, records the feasibility distance and the digest
+  void note_advertised(std::uint64_t& digest, const route_entry& e);
+  void note_advertised_via(source_state& s, const route_entry& e, std::optional<node_id> via);
+  void unnote_advertised_via(source_state& s);
+  // u as neighbour n hears it: each entry whose route goes through n as a retraction.
+  route_update as_heard_by(const route_update& u, node_id n) const;
+  void note_time(time_point now);  // at every entry point: time asleep does not count against neighbours
+  void drop_neighbour_routes(node_id n, time_point now, bool unnamed_in_dump_only);
+  void note_heard(neighbour_state& ns, std::uint64_t& digest, std::uint32_t& dump, std::uint64_t d);
   static void note_heard_by_all(source_state& s);
   void forget(std::map<node_id, source_state>::iterator it);
-  void drop_route(node_id source, source_state& s, node_id neighbour);
+  void drop_route(source_state& s, node_id neighbour);
   void finish_mutation();
   void rebuild_owner_index() const;
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
@@ -370,7 +483,8 @@ class route_table {
   void shrink_lost(node_id source, const std::vector<route_interval>& intervals);
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
-  time_point next_dump_after(time_point now);  // now + 3/4 .. 5/4 of full_dump_interval
+  time_point next_summary_after(time_point now);  // now + 3/4 .. 5/4 of full_dump_interval
+  std::chrono::nanoseconds dump_holdoff() const { return params_.full_dump_interval / 2; }
   time_point next_trigger() const;  // when collect_triggered() next returns an update (max() if nothing waits)
 
   node_id self_;
@@ -378,33 +492,39 @@ class route_table {
   std::uint64_t own_seqno_ = 2;
   std::vector<route_interval> own_intervals_;
   std::vector<route_interval> own_transit_;
-  std::set<node_id> neighbours_;
-  std::map<node_id, source_state> sources_;  // never contains self_
+  std::map<node_id, neighbour_state> neighbours_;
+  std::map<node_id, source_state> sources_;      // never contains self_
   mutable std::vector<owner_slot> owner_index_;  // sorted by lo, disjoint; valid unless index_stale_
   // Set when a reachability or a reachable source's intervals change; owner_of() rebuilds the index then. While
   // routes spread, many updates arrive between two lookups, and rebuilding after each cost every node
   // O(n log n) per update (bench/routing_scale).
   mutable bool index_stale_ = false;
-  std::map<node_id, lost_owner> lost_;  // see lost_owners(); never contains self_
+  std::map<node_id, lost_owner> lost_;                    // see lost_owners(); never contains self_
   std::set<std::pair<time_point, node_id>> lost_by_age_;  // (since, source) of every record: the oldest first
-  std::size_t lost_intervals_ = 0;      // over all of lost_
-  time_point alone_at_{};               // the last instant this node had no neighbour (lost_owners)
+  std::size_t lost_intervals_ = 0;                        // over all of lost_
+  time_point alone_at_{};  // the last instant this node had no neighbour (lost_owners)
   timer_queue trigger_queue_, request_queue_, expiry_queue_;
-  std::set<std::tuple<time_point, node_id, node_id>> hold_queue_;  // (queued_until, source, neighbour)
   std::optional<time_point> own_trigger_due_;
+  std::uint64_t own_digest_ = 0;  // entry_digest of the own entry last advertised
+  std::uint64_t digest_ = 0;      // XOR of the digests of every entry advertised (own and sources_')
+  std::uint32_t advertised_ = 0;  // how many entries that is
+  std::set<node_id> forgotten_;   // sources forgotten whose forget entry has not gone out yet
+  std::set<node_id> seqno_news_;  // sources whose seqno alone changed: advertised with the next summary
   time_point last_triggered_ = time_point::min();  // when collect_triggered last returned an update
-  time_point next_full_dump_;
-  std::uint64_t jitter_state_;  // splitmix64, seeded by self_
+  time_point next_summary_;
+  time_point last_now_ = time_point::min();  // the latest `now` of any call (note_time)
+  std::uint64_t jitter_state_;               // splitmix64, seeded by self_
   std::uint64_t generation_ = 0;
   bool routes_changed_ = false;  // a next hop, reachability or the index's inputs changed during this call
   // Input bounds (route_input.cpp).
   route_input_stats stats_;
-  std::size_t held_intervals_ = 0;             // over all neighbour_routes in sources_
-  std::uint64_t own_claim_ = 0;                // highest seqno claimed for us while a raise is held off
-  std::optional<time_point> own_raise_due_;    // when the held-off raise happens
-  std::optional<time_point> own_raised_at_;    // last raise answering a claim
+  route_sync_stats sync_stats_;
+  std::size_t held_intervals_ = 0;                  // over all neighbour_routes in sources_
+  std::uint64_t own_claim_ = 0;                     // highest seqno claimed for us while a raise is held off
+  std::optional<time_point> own_raise_due_;         // when the held-off raise happens
+  std::optional<time_point> own_raised_at_;         // last raise answering a claim
   std::optional<time_point> own_request_acted_at_;  // last seqno request for us acted on
-  double request_tokens_;                      // token bucket for requests_per_second
+  double request_tokens_;                           // token bucket for requests_per_second
   time_point request_tokens_at_;
 };
 

@@ -1,5 +1,5 @@
-// libFuzzer harness: the routing-update and route-request parsers; whatever decodes must re-encode to the
-// same bytes (the format has one encoding per value).
+// libFuzzer harness: the routing-update, summary, dump-request and route-request parsers; whatever decodes must
+// re-encode to the same bytes (the format has one encoding per value).
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
@@ -16,6 +16,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto out = encode_update(*u, 1u << 30);
     if (out.size() != 1 || !std::equal(out[0].begin(), out[0].end(), in.begin(), in.end())) std::abort();
   }
+  if (const auto s = decode_summary(in)) {
+    const auto out = encode_summary(*s);
+    if (!std::equal(out.begin(), out.end(), in.begin(), in.end())) std::abort();
+  }
+  if (decode_dump_request(in) && size != 0) std::abort();
   if (const auto r = decode_request(in)) {
     const auto out = encode_request(*r);
     if (!std::equal(out.begin(), out.end(), in.begin(), in.end())) std::abort();

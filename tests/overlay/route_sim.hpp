@@ -12,8 +12,7 @@
 // table whose generation() did not move has unchanged next hops, so this sees every state a full scan would.
 // loop_violation() is the full scan, for tests to call at any time.
 //
-// Options: lossy links (loop freedom must not depend on delivery), and link-up dumps sent to the new
-// neighbour only (routing_driver.cpp sends the full dump that a link-up makes due to every neighbour).
+// Options: lossy links (loop freedom must not depend on delivery; summaries that no longer match bring dumps).
 #pragma once
 
 #include <algorithm>
@@ -40,8 +39,6 @@ struct sim_options {
   std::size_t max_payload = 600;  // small, so that full dumps of bigger nets are split
   std::uint64_t seed = 1;
   unsigned loss_per_mille = 0;  // frames dropped at random (still FIFO for the rest); 0 for reliable links
-  // On link-up, also send a full dump to the new neighbour at once, before the one due to everyone.
-  bool dump_to_new_neighbour_only = false;
   // Each directed link's latency is drawn once from [latency_min, latency_min + latency_spread).
   std::chrono::microseconds latency_min{500}, latency_spread{4500};
   // The invariant watch after every event: O(N) per event whose table changed, too slow for rings of 1,000
@@ -79,7 +76,7 @@ class route_sim {
   std::uint64_t checks() const { return checks_; }
   struct statistics {  // what the tables asked to send (before fan-out to neighbours and splitting)
     std::uint64_t updates = 0, full_dumps = 0, entries = 0, retractions = 0, requests = 0;
-    std::uint64_t requests_forwarded = 0;
+    std::uint64_t requests_forwarded = 0, summaries = 0, dump_requests = 0;
   };
   const statistics& stats() const { return stats_; }
   bool linked(std::size_t a, std::size_t b) const { return adj_[a].contains(b); }
@@ -113,9 +110,6 @@ class route_sim {
     for (auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
       latency_[{x, y}] = opt_.latency_min + std::chrono::microseconds(rng_() % opt_.latency_spread.count());
       tables_[x].neighbour_up(id(y), now_);
-      if (opt_.dump_to_new_neighbour_only) {
-        for (auto& p : encode_update(tables_[x].full_dump(now_), opt_.max_payload)) send(x, y, kind::update, p);
-      }
     }
     pump(a);
     pump(b);
@@ -231,7 +225,7 @@ class route_sim {
   }
 
  private:
-  enum class kind { update, request, wake };
+  enum class kind { update, request, summary, dump_request, wake };
   struct event {
     kind what;
     std::size_t from, to;
@@ -246,7 +240,7 @@ class route_sim {
   bool quiet() const {
     if (in_flight_ != 0) return false;
     for (const auto& t : tables_) {
-      if (t.has_pending_output() || t.full_dump_due(now_)) return false;
+      if (t.has_pending_output() || t.summary_due(now_)) return false;
     }
     return true;
   }
@@ -281,30 +275,46 @@ class route_sim {
                     event{what, from, to, epoch_[edge(from, to)], std::move(bytes)});
   }
 
-  void broadcast(std::size_t from, const route_update& u) {
-    ++stats_.updates;
-    stats_.full_dumps += u.full_dump;
-    for (const auto& e : u.entries) ++(e.metric == infinite_metric ? stats_.retractions : stats_.entries);
-    auto payloads = encode_update(u, opt_.max_payload);
-    if (payloads.empty()) violation_ = "encode_update failed";
-    for (std::size_t to : adj_[from]) {
-      for (const auto& p : payloads) send(from, to, kind::update, p);
+  // To one neighbour, or to all of them (as links_.send_to_all does: to those that are up).
+  void send_to(std::size_t from, const std::optional<node_id>& to, kind what,
+               const std::vector<std::vector<std::byte>>& payloads, const std::vector<node_id>& except = {}) {
+    std::vector<std::size_t> targets;
+    if (to) {
+      const std::size_t t = index_.at(*to);
+      if (!linked(from, t)) return;  // a table may address a link the sim just cut: like a closed connection
+      targets.push_back(t);
+    } else {
+      for (std::size_t t : adj_[from])
+        if (std::find(except.begin(), except.end(), id(t)) == except.end()) targets.push_back(t);
+    }
+    for (std::size_t t : targets) {
+      for (const auto& p : payloads) send(from, t, what, p);
     }
   }
 
   void pump(std::size_t i) {
     route_table& t = tables_[i];
-    t.expire(now_);  // first: dropping stale routes may trigger a poison or a request
-    if (auto u = t.collect_triggered(now_)) broadcast(i, *u);
-    if (t.full_dump_due(now_)) broadcast(i, t.full_dump(now_));
-    for (const auto& [n, r] : t.collect_requests(now_)) {
-      const std::size_t to = index_.at(n);
-      if (!linked(i, to)) {
-        violation_ = "request to a non-neighbour";
+    t.expire(now_);  // first: dropping stale routes may trigger a retraction or a request
+    for (route_message& m : t.collect_output(now_)) {
+      if (const auto* u = std::get_if<route_update>(&m.what)) {
+        ++stats_.updates;
+        stats_.full_dumps += u->full_dump;
+        for (const auto& e : u->entries) ++(e.metric == infinite_metric ? stats_.retractions : stats_.entries);
+        auto payloads = encode_update(*u, opt_.max_payload);
+        if (payloads.empty()) violation_ = "encode_update failed";
+        send_to(i, m.to, kind::update, payloads, m.except);
+      } else if (const auto* r = std::get_if<route_request>(&m.what)) {
+        if (!m.to || !index_.contains(*m.to) || !linked(i, index_.at(*m.to)))
+          violation_ = "request to a non-neighbour";
+        send_to(i, m.to, kind::request, {encode_request(*r)});
+        ++stats_.requests;
+      } else if (const auto* sum = std::get_if<route_summary>(&m.what)) {
+        ++stats_.summaries;
+        send_to(i, m.to, kind::summary, {encode_summary(*sum)});
       } else {
-        send(i, to, kind::request, encode_request(r));
+        ++stats_.dump_requests;
+        send_to(i, m.to, kind::dump_request, {{}});
       }
-      ++stats_.requests;
     }
     const time_point at = t.next_deadline();
     if (at <= now_) {  // everything due was just serviced: a deadline not in the future would spin forever
@@ -339,6 +349,19 @@ class route_sim {
         violation_ = "decode_update: " + err;
       } else {
         t.on_update(id(ev.from), *u, now_);
+      }
+    } else if (ev.what == kind::summary) {
+      auto sum = decode_summary(ev.bytes, &err);
+      if (!sum) {
+        violation_ = "decode_summary: " + err;
+      } else {
+        t.on_summary(id(ev.from), *sum, now_);
+      }
+    } else if (ev.what == kind::dump_request) {
+      if (!decode_dump_request(ev.bytes, &err)) {
+        violation_ = "decode_dump_request: " + err;
+      } else {
+        t.on_dump_request(id(ev.from), now_);
       }
     } else {
       auto r = decode_request(ev.bytes, &err);
@@ -386,8 +409,8 @@ class route_sim {
     for (auto [x, d] : changed) {
       if (tolerated_ == d) continue;
       if (!keep_.empty() && keep_[x][d] && snapshot_[x][d] == -1) {
-        violation_ = std::string("after ") + what + ": " + std::to_string(x) + " lost its route to " +
-                     std::to_string(d);
+        violation_ =
+            std::string("after ") + what + ": " + std::to_string(x) + " lost its route to " + std::to_string(d);
         return;
       }
       std::string path = std::to_string(x);
@@ -434,7 +457,7 @@ class route_sim {
   std::uint64_t next_seq_ = 0, in_flight_ = 0, deliveries_ = 0, checks_ = 0;
   std::vector<std::vector<std::int64_t>> snapshot_;  // next hop indices as last checked
   std::vector<std::uint64_t> seen_generation_;
-  std::vector<std::vector<bool>> keep_;  // must_keep_routes
+  std::vector<std::vector<bool>> keep_;   // must_keep_routes
   std::optional<std::size_t> tolerated_;  // tolerate_loops_towards
   std::string violation_;
   statistics stats_;

@@ -174,7 +174,7 @@ TEST_CASE("route_message: big updates split across payloads, each within the lim
   for (std::uint64_t i = 0; i < 100; ++i) {
     std::vector<route_interval> ivs;
     for (std::uint64_t k = 0; k < i % 4; ++k) ivs.push_back({100 * i + 10 * k, 100 * i + 10 * k + 5});
-    u.entries.push_back({i + 1, 2 * i, static_cast<std::uint16_t>(i), ivs});
+    u.entries.push_back({i + 1, 2 * i + 2, static_cast<std::uint16_t>(i), ivs});
   }
   for (std::size_t max : {84u, 100u, 200u, 1400u}) {
     CAPTURE(max);
@@ -263,4 +263,51 @@ TEST_CASE("route_message: mutated payloads never crash and accepted ones are can
     }
   }
   CHECK(accepted > 0);  // byte flips inside seqnos and metrics stay valid
+}
+
+TEST_CASE("route_message: a forget entry has seqno 0, an infinite metric and no intervals, or is rejected") {
+  const route_update u{false, {forget_entry(7), {8, 2, 1, {{1, 2}}}}};
+  CHECK(decode_update(encode_one(u)) == u);
+  // One entry of seqno 0 with the given metric, intervals and transit, built by hand.
+  auto forget = [](std::uint16_t metric, std::uint16_t n_intervals, std::uint16_t n_transit) {
+    std::vector<std::byte> out{std::byte{0}, std::byte{0}};
+    put_u16(out, 1);
+    put_u64(out, 7);
+    put_u64(out, 0);
+    put_u16(out, metric);
+    put_u16(out, n_intervals);
+    put_u16(out, n_transit);
+    for (int i = 0; i < n_intervals + n_transit; ++i) {
+      put_u64(out, 1);
+      put_u64(out, 2);
+    }
+    return out;
+  };
+  CHECK(decode_update(forget(infinite_metric, 0, 0)) == route_update{false, {forget_entry(7)}});
+  CHECK(rejected(forget(1, 0, 0), "forget entry with a metric or intervals"));
+  CHECK(rejected(forget(infinite_metric, 1, 0), "forget entry with a metric or intervals"));
+  CHECK(rejected(forget(infinite_metric, 0, 1), "forget entry with a metric or intervals"));
+  CHECK(encode_update(route_update{false, {{7, 0, 1, {}}}}, 1000).empty());
+}
+
+TEST_CASE("route_message: summaries are 13 bytes, round trip, and reject other sizes and flags") {
+  const route_summary sum{0x0102030405060708ull, 0x0A0B0C0D, true};
+  const auto p = encode_summary(sum);
+  CHECK(p == bytes({0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x0D, 0x0C, 0x0B, 0x0A, 0x01}));
+  CHECK(decode_summary(p) == sum);
+  CHECK(decode_summary(encode_summary({5, 1, false})) == route_summary{5, 1, false});
+  std::string why;
+  auto bad = p;
+  bad.back() = std::byte{0x02};
+  CHECK_FALSE(decode_summary(bad, &why).has_value());
+  CHECK(why == "unknown flags");
+  bad.pop_back();
+  CHECK_FALSE(decode_summary(bad, &why).has_value());
+  CHECK(why == "summary of the wrong size");
+  bad = p;
+  bad.push_back(std::byte{0});
+  CHECK_FALSE(decode_summary(bad).has_value());
+  CHECK(decode_dump_request({}).has_value());
+  CHECK_FALSE(decode_dump_request(bytes({0}), &why).has_value());
+  CHECK(why == "dump request with a payload");
 }
