@@ -49,7 +49,7 @@ struct Config {
                                     << 20;        // bound on messages held for lack of a route (then PH_EAGAIN)
   std::uint64_t max_message_bytes = 64ull << 20;  // largest message body
   std::uint64_t link_window_bytes = 8ull << 20;   // unacknowledged bytes in flight per link
-  std::uint32_t full_dump_interval_ms = 10000;    // DSDV periodic full routing dump
+  std::uint32_t full_dump_interval_ms = 10000;    // period of routing summaries (docs/overlay.md)
   std::uint32_t hop_limit = 64;                   // per forwarded message
   // An owner that has been unreachable this long, and held intervals when it went, is presumed crashed: its
   // intervals are reported as orphaned (Node::orphaned, ph_orphaned, phsh nodes and map).
