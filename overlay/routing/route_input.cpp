@@ -122,6 +122,7 @@ void route_table::on_update(node_id from, const route_update& u, time_point now)
   }
   std::vector<node_id> touched;
   for (const route_entry& e : u.entries) {
+    if (e.source != self_) drop_ghost(ns, e.source);  // it says something new of a source this node forgot
     if (is_forget(e)) {
       // `from` forgot the source: what it said of it goes. (A forget is no route, so none of the checks.)
       if (e.source == self_) {
@@ -148,8 +149,7 @@ void route_table::on_update(node_id from, const route_update& u, time_point now)
 }
 
 // False if `e` only repeats what `from` last said (a dump repeats every route): it counts as named by the dump,
-// nothing the selection depends on changed, and a source still unreachable asks again for a newer seqno (a
-// request, or its answer, may have been lost).
+// and nothing the selection depends on changed.
 bool route_table::store_route(node_id from, const route_entry& e, time_point now) {
   const auto [sit, created] = sources_.try_emplace(e.source);
   source_state& s = sit->second;
@@ -164,8 +164,7 @@ bool route_table::store_route(node_id from, const route_entry& e, time_point now
     neighbour_route& old = it->second;
     if (old.seqno == e.seqno && old.metric == e.metric && old.intervals == e.intervals &&
         old.in_transit == e.in_transit) {
-      old.dump = ns.dump;
-      if (!s.next_hop) schedule_request(e.source, s, now);
+      old.dump = ns.dump;  // a repeat (in a dump) restarts no request backoff: nothing changed
       return false;
     }
     drop_route(s, from);

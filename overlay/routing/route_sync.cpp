@@ -21,9 +21,9 @@
 //  - A source forgotten (source_expiry) is announced with a forget entry, so that neighbours drop what this
 //    node said of it and the sums stay equal.
 // A neighbour that says nothing for the hold time loses its routes, as one that stopped sending dumps did.
-// What one peer can make this node do: one dump per dump_holdoff() (a
-// request sooner waits), one dump request per dump_holdoff() of its own, and no state beyond what its updates
-// already bound.
+// What one peer can make this node do: one dump per interval (a request sooner waits), one dump request
+// per half interval of its own, two walks of the table per interval at the ends of its dumps, and no state
+// beyond what its updates already bound (its ghosts: at most max_sources).
 #include <algorithm>
 
 #include "overlay/routing/route_table.hpp"
@@ -95,6 +95,7 @@ void route_table::note_time(time_point now) {
 // loses its own, it takes that stale route for an alternative, and where retractions come after the request
 // timers every node behind a cut asks along routes as stale as its own.
 void route_table::note_advertised_via(source_state& s, const route_entry& e, std::optional<node_id> via) {
+  if (via == e.source) via.reset();  // a neighbour's own entry: it knows better, and would re-announce itself
   s.advertised_via = via;
   s.poison_digest = 0;
   if (!via) return;
@@ -138,16 +139,28 @@ void route_table::on_summary(node_id from, const route_summary& sum, time_point 
   if (it == neighbours_.end()) return;
   neighbour_state& ns = it->second;
   ns.held_until = now + route_hold_time();
+  const std::uint64_t digest_delta = sum.digest ^ ns.digest;
+  const std::int64_t entries_delta = std::int64_t{sum.entries} - std::int64_t{ns.entries};
   if (sum.ends_dump) {
     // All it has, as far as this node takes it, even if the sums differ (entries refused here): asking again
-    // would only bring the same dump.
-    if (ns.in_dump) drop_neighbour_routes(from, now, true);
+    // would only bring the same dump, so that difference is remembered. Dropping what the dump did not name
+    // walks every source: at most twice per interval, whatever a peer sends (honest dumps come once).
+    if (ns.in_dump && now >= ns.dump_ended_at + dump_holdoff() / 2) {
+      drop_neighbour_routes(from, now, true);
+      ns.dump_ended_at = now;
+      ns.known_digest_delta = sum.digest ^ ns.digest;
+      ns.known_entries_delta = std::int64_t{sum.entries} - std::int64_t{ns.entries};
+    }
     ns.in_dump = false;
     return;
   }
-  if (sum.digest == ns.digest && sum.entries == ns.entries) return;
+  // Trusted for eight intervals: a link that lost frames (it cannot, while up, but a table cannot know) is
+  // repaired then at the latest; refused entries cost one dump per eight intervals, not one per interval.
+  if (digest_delta == ns.known_digest_delta && entries_delta == ns.known_entries_delta &&
+      (digest_delta == 0 || now < ns.dump_ended_at + params_.full_dump_interval * 8))
+    return;
   ++sync_stats_.summaries_differed;
-  if (now >= ns.asked_at + dump_holdoff()) ns.ask = true;
+  if (now >= ns.asked_at + dump_request_holdoff()) ns.ask = true;
 }
 
 void route_table::on_dump_request(node_id from, time_point now) {
@@ -184,12 +197,27 @@ std::vector<node_id> route_table::collect_dump_requests(time_point now) {
   return out;
 }
 
+void route_table::drop_ghost(neighbour_state& ns, node_id source) {
+  const auto it = ns.ghosts.find(source);
+  if (it == ns.ghosts.end()) return;
+  note_heard(ns, it->second.digest, it->second.dump, 0);
+  ns.ghosts.erase(it);
+}
+
 // Routes of neighbour n go, as if its link broke: all of them, or (at the end of its dump) those the dump did
-// not name; its entry naming this node likewise.
+// not name; its entry naming this node, and its ghosts, likewise.
 void route_table::drop_neighbour_routes(node_id n, time_point now, bool unnamed_in_dump_only) {
   neighbour_state& ns = neighbours_.at(n);
   if (ns.self_digest != 0 && (!unnamed_in_dump_only || ns.self_dump != ns.dump))
     note_heard(ns, ns.self_digest, ns.self_dump, 0);
+  for (auto g = ns.ghosts.begin(); g != ns.ghosts.end();) {
+    if (unnamed_in_dump_only && g->second.dump == ns.dump) {
+      ++g;
+      continue;
+    }
+    note_heard(ns, g->second.digest, g->second.dump, 0);
+    g = ns.ghosts.erase(g);
+  }
   for (auto& [source, s] : sources_) {
     const auto r = s.via.find(n);
     if (r == s.via.end() || (unnamed_in_dump_only && r->second.dump == ns.dump)) continue;

@@ -214,15 +214,19 @@ void route_table::neighbour_up(node_id n, time_point now) {
   if (n == self_) return;
   const auto [it, added] = neighbours_.try_emplace(n);
   if (added && neighbours_.size() == 1) alone_at_ = now;
-  if (!added) return;
   // No new seqno: routes through the new link that are not feasible here or elsewhere are made so by seqno
   // requests, where they are wanted, not by a seqno wave through the whole network. The own entry goes out
   // at once (the next collect_triggered), and the whole table to the new neighbour; the neighbour's own dump
-  // is on its way, so no dump request for a while.
+  // is on its way, so no dump request for a while. A neighbour already up whose link was replaced (the other
+  // end saw it break first, this end did not) is treated alike: frames queued on the old link may be lost.
   schedule_trigger(self_, now);
-  it->second.dump_due = now;
-  it->second.asked_at = now;
-  it->second.held_until = now + route_hold_time();
+  neighbour_state& ns = it->second;
+  ns.dump_due = now;
+  ns.dumped_at = time_point::min();
+  ns.asked_at = now;
+  ns.in_dump = false;
+  ns.dump_ended_at = time_point::min();
+  ns.held_until = now + route_hold_time();
 }
 
 void route_table::neighbour_down(node_id n, time_point now) {
@@ -311,6 +315,7 @@ route_entry route_table::advertise(node_id source) {
   }
   source_state& s = sources_.at(source);
   unnote_advertised_via(s);
+  seqno_news_.erase(source);  // goes out now
   // RFC 8966 3.7.3: retractions leave FD alone. They carry what the source was last known to hold.
   if (!s.next_hop) {
     route_entry e{source, s.seqno, infinite_metric, s.intervals, s.in_transit};
@@ -519,7 +524,20 @@ void route_table::set_timer(timer_queue& q, std::optional<time_point>& slot, nod
 void route_table::forget(std::map<node_id, source_state>::iterator it) {
   source_state& s = it->second;
   unnote_advertised_via(s);
-  while (!s.via.empty()) drop_route(s, s.via.begin()->first);
+  // What each neighbour said of it stays counted in that neighbour's sums (a ghost) until the neighbour forgets
+  // it too: otherwise the sums would differ for the moment between two expiries, the dump that fixes that
+  // would bring the source back as a retraction, and nodes that forget at different times would keep bringing
+  // each other's dead sources back.
+  while (!s.via.empty()) {
+    const auto& [n, r] = *s.via.begin();
+    if (const auto ns = neighbours_.find(n);
+        ns != neighbours_.end() && ns->second.ghosts.size() < params_.max_sources)
+      ns->second.ghosts[it->first] = {r.digest, r.dump};
+    else if (ns != neighbours_.end())
+      note_heard(ns->second, s.via.begin()->second.digest, s.via.begin()->second.dump, 0);
+    held_intervals_ -= r.intervals.size() + r.in_transit.size();
+    s.via.erase(s.via.begin());
+  }
   // Its neighbours drop what we said of it (the forget entry), and our summaries no longer count it.
   if (s.digest != 0) {
     digest_ ^= s.digest;

@@ -220,11 +220,12 @@ class route_table {
   // name), the own seqno is raised past it, at most once per own_raise_holdoff.
   // A forget entry drops what `from` last said of its source.
   void on_update(node_id from, const route_update& u, time_point now);
-  // A neighbour's summary (route_sync.cpp). If it differs from what this node holds from `from`, a dump
-  // request goes to `from` (at most one per half interval). One that ends a dump drops every route the dump did
-  // not name. Like everything `from` sends, it holds all of `from`'s routes for route_hold_time() more.
+  // A neighbour's summary (route_sync.cpp). If it differs from what this node holds from `from` (by more than
+  // what `from`'s last dump left), a dump request goes to `from` (at most one per half interval). One that ends
+  // a dump drops every route the dump did not name. Like everything `from` sends, it holds all of `from`'s
+  // routes for route_hold_time() more.
   void on_summary(node_id from, const route_summary& s, time_point now);
-  // `from` asks for the whole table: a dump goes to it, at most one per half interval (later ones wait).
+  // `from` asks for the whole table: a dump goes to it, at most one per interval (later ones wait).
   void on_dump_request(node_id from, time_point now);
 
   struct request_action {
@@ -378,6 +379,17 @@ class route_table {
     // Our side: XOR of (digest ^ poison_digest) of every source whose route goes through it, which it heard
     // as a retraction (split horizon): its summaries are ours with these swapped.
     std::uint64_t poison_correction = 0;
+    // What it said of sources this node forgot and it has not yet (route_table::forget): still in its sums.
+    struct ghost {
+      std::uint64_t digest = 0;
+      std::uint32_t dump = 0;
+    };
+    std::map<node_id, ghost> ghosts;
+    // A difference between its sums and ours that its last dump did not remove (entries this node refused):
+    // summaries that differ by exactly this ask for nothing more.
+    std::uint64_t known_digest_delta = 0;
+    std::int64_t known_entries_delta = 0;
+    time_point dump_ended_at = time_point::min();  // the last end of its dump that this node acted on
   };
   struct feasibility_distance {  // RFC 8966 3.5.1, with DSDV seqnos
     std::uint64_t seqno = 0;
@@ -484,7 +496,10 @@ class route_table {
   void drop_lost(node_id source);
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
   time_point next_summary_after(time_point now);  // now + 3/4 .. 5/4 of full_dump_interval
-  std::chrono::nanoseconds dump_holdoff() const { return params_.full_dump_interval / 2; }
+  // One dump per interval to a neighbour that asks; its requests come at most once per half interval.
+  std::chrono::nanoseconds dump_holdoff() const { return params_.full_dump_interval; }
+  std::chrono::nanoseconds dump_request_holdoff() const { return params_.full_dump_interval / 2; }
+  void drop_ghost(neighbour_state& ns, node_id source);
   time_point next_trigger() const;  // when collect_triggered() next returns an update (max() if nothing waits)
 
   node_id self_;

@@ -166,11 +166,11 @@ TEST_CASE("route_table: neighbour_down retracts at once, at the seqno it had, an
     CHECK(t.collect_requests(t0 + 1s).empty());
     CHECK(t.next_deadline() == t0 + 1050ms);
     CHECK(t.collect_requests(t0 + 1050ms) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
-    // b repeats its stale route: asked again only after the holdoff.
+    // b repeats its stale route (a dump): that changes nothing; the resend comes two holdoffs after the first.
     t.on_update(b, update({entry(s, 10, 3)}), t0 + 1100ms);
     CHECK(t.collect_requests(t0 + 1100ms).empty());
-    CHECK(t.next_deadline() == t0 + 1250ms);
-    CHECK(t.collect_requests(t0 + 1250ms) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
+    CHECK(t.next_deadline() == t0 + 1450ms);
+    CHECK(t.collect_requests(t0 + 1450ms) == std::vector<req>{{b, {s, 11, route_table::request_hop_limit}}});
     CHECK_FALSE(t.is_reachable(s));
     // The source's newer seqno makes b's route feasible.
     t.on_update(b, update({entry(s, 12, 3)}), t0 + 2s);
@@ -575,16 +575,70 @@ TEST_CASE("route_table: the summary that ends a dump drops what the dump did not
   CHECK(t.next_hop(s) == a);
 }
 
-TEST_CASE("route_table: dump requests are answered by one dump per half interval, later ones wait") {
+TEST_CASE("route_table: a neighbour whose link was replaced without a break seen here gets a dump again") {
+  auto t = make_table({a, b});
+  t.neighbour_up(a, t0 + 5s);  // already up: the other end saw the old link break and dialled again
+  const auto out = t.collect_output(t0 + 5s);
+  REQUIRE(out.size() >= 2);
+  CHECK(out[0].to == a);
+  CHECK(std::get<route_update>(out[0].what).full_dump);
+  CHECK(std::get<route_summary>(out[1].what).ends_dump);
+}
+
+TEST_CASE("route_table: a source this node forgot stays in a neighbour's sums until the neighbour forgets it too") {
+  route_params p = unbatched();
+  p.expiry = 60s;
+  p.full_dump_interval = 10s;
+  auto t = make_table({a, b}, p);
+  const route_entry s_gone = entry(s, 10, infinite_metric, {{5, 6}});
+  t.on_update(b, update({s_gone, entry(s2, 10, 1)}), t0);  // b knows s only as lost
+  for (time_point at = t0; at < t0 + 60s; at += 20s) {     // b's summaries meanwhile
+    idle(t, at, at + 20s);
+    t.on_summary(b, summary_of({s_gone, entry(s2, 10, 1)}), at + 20s);
+  }
+  idle(t, t0 + 60s, t0 + 61s);  // this node forgets s
+  CHECK(t.unreachable_since(s) == time_point::min());  // forgotten here
+  t.on_summary(b, summary_of({s_gone, entry(s2, 10, 1)}), t0 + 61s);  // b has not forgotten it yet
+  CHECK(t.collect_dump_requests(t0 + 61s).empty());
+  t.on_update(b, update({forget_entry(s)}), t0 + 62s);  // now it has
+  t.on_summary(b, summary_of({entry(s2, 10, 1)}), t0 + 62s);
+  CHECK(t.collect_dump_requests(t0 + 62s).empty());
+  CHECK(t.sync_stats().summaries_differed == 0);
+}
+
+TEST_CASE("route_table: the end of a dump is acted on at most twice per interval, and what a dump left different asks for nothing") {
+  route_params p = unbatched();
+  p.full_dump_interval = 10s;
+  auto t = make_table({a, b}, p);
+  const std::vector<route_entry> all{entry(me, 2, 1), entry(s, 10, 1), entry(s2, 10, 1)};
+  t.on_update(a, route_update{true, all}, t0 + 1s);
+  t.on_summary(a, summary_of(all, true), t0 + 1s);
+  REQUIRE(t.next_hop(s) == a);
+  // A hostile neighbour's empty dumps, one after another: the first within half an interval walks nothing.
+  t.on_update(a, route_update{true, {}}, t0 + 2s);
+  t.on_summary(a, summary_of({}, true), t0 + 2s);
+  CHECK(t.next_hop(s) == a);
+  // A dump with an entry this node refuses (metric 0 for another source) leaves the sums different.
+  const std::vector<route_entry> with_lie{entry(me, 2, 1), entry(s, 10, 1), entry(s2, 10, 1), entry(77, 4, 0)};
+  t.on_update(a, route_update{true, with_lie}, t0 + 7s);
+  t.on_summary(a, summary_of(with_lie, true), t0 + 7s);
+  t.on_summary(a, summary_of(with_lie), t0 + 17s);  // the same difference: no request
+  CHECK(t.collect_dump_requests(t0 + 17s).empty());
+  t.on_summary(a, summary_of(with_lie), t0 + 90s);  // eight intervals on: asked again
+  CHECK(t.collect_dump_requests(t0 + 90s) == std::vector<node_id>{a});
+}
+
+TEST_CASE("route_table: dump requests are answered by one dump per interval, later ones wait") {
   route_params p = unbatched();
   p.full_dump_interval = 10s;
   auto t = make_table({a, b}, p);  // a and b had their dumps at t0
   t.on_dump_request(a, t0 + 1s);
   CHECK(t.collect_dumps(t0 + 1s).empty());
-  CHECK(t.next_deadline() <= t0 + 5s);
-  CHECK(t.collect_dumps(t0 + 5s) == std::vector<node_id>{a});
+  CHECK(t.next_deadline() <= t0 + 10s);
+  CHECK(t.collect_dumps(t0 + 10s - 1ms).empty());
+  CHECK(t.collect_dumps(t0 + 10s) == std::vector<node_id>{a});
   t.on_dump_request(a, t0 + 20s);
-  t.on_dump_request(a, t0 + 20s);  // a second one while the first waits: the same dump
+  t.on_dump_request(a, t0 + 20s);  // a second one at once: the same dump
   t.on_dump_request(c, t0 + 20s);  // not a neighbour: nothing
   const auto out = t.collect_output(t0 + 20s);
   REQUIRE(out.size() >= 2);
