@@ -26,24 +26,17 @@
 // beyond what its updates already bound (its ghosts: at most max_sources).
 #include <algorithm>
 
+#include "base/splitmix.hpp"
 #include "overlay/routing/route_table.hpp"
 
 namespace phoenix::overlay {
-namespace {
 
-// splitmix64's finaliser (Steele, Lea, Flood 2014): every input bit reaches every output bit.
-constexpr std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
+using base::splitmix64_mix;
 
 // Part of the protocol: both ends compute it, so it must not change without a new protocol version.
 std::uint64_t route_table::entry_digest(const route_entry& e) {
-  std::uint64_t h = mix(e.source ^ 0x70686f656e6978ull);
-  auto add = [&h](std::uint64_t v) { h = mix(h ^ v) + 0x9e3779b97f4a7c15ull; };
+  std::uint64_t h = splitmix64_mix(e.source ^ 0x70686f656e6978ull);
+  auto add = [&h](std::uint64_t v) { h = splitmix64_mix(h ^ v) + 0x9e3779b97f4a7c15ull; };
   add(e.seqno);
   add(e.metric);
   add(e.intervals.size());

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <limits>
 
+#include "base/splitmix.hpp"
 #include "overlay/routing/interval_lists.hpp"
 #include "overlay/routing/seqno.hpp"
 
@@ -43,10 +44,7 @@ route_table::route_table(node_id self, route_params params, time_point now)
 // send their summaries in the same instant for ever. splitmix64 (Steele, Lea, Flood 2014): deterministic per
 // node.
 time_point route_table::next_summary_after(time_point now) {
-  std::uint64_t z = (jitter_state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
+  const std::uint64_t z = base::splitmix64_mix(jitter_state_ += 0x9e3779b97f4a7c15ull);
   const auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(params_.full_dump_interval);
   const auto span = interval.count() / 2;  // 3/4 + [0, 1/2) of the interval
   return now + interval * 3 / 4 + std::chrono::nanoseconds(span > 0 ? static_cast<std::int64_t>(z % span) : 0);
@@ -529,14 +527,13 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
   // would bring the source back as a retraction, and nodes that forget at different times would keep bringing
   // each other's dead sources back.
   while (!s.via.empty()) {
-    const auto& [n, r] = *s.via.begin();
-    if (const auto ns = neighbours_.find(n);
-        ns != neighbours_.end() && ns->second.ghosts.size() < params_.max_sources)
-      ns->second.ghosts[it->first] = {r.digest, r.dump};
-    else if (ns != neighbours_.end())
-      note_heard(ns->second, s.via.begin()->second.digest, s.via.begin()->second.dump, 0);
-    held_intervals_ -= r.intervals.size() + r.in_transit.size();
-    s.via.erase(s.via.begin());
+    const auto first = s.via.begin();
+    const auto ns = neighbours_.find(first->first);
+    if (ns != neighbours_.end() && ns->second.ghosts.size() < params_.max_sources) {
+      ns->second.ghosts[it->first] = {first->second.digest, first->second.dump};
+      first->second.digest = 0;  // counted by the ghost now: drop_route leaves the sums as they are
+    }
+    drop_route(s, first->first);
   }
   // Its neighbours drop what we said of it (the forget entry), and our summaries no longer count it.
   if (s.digest != 0) {
