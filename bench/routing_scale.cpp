@@ -236,9 +236,10 @@ class network {
   // Whether node a still selects b as next hop towards any destination. A path crosses the link a-b only
   // where a forwards to b or b to a, so asking both ends covers every node's routes.
   bool routes_via(std::size_t a, std::size_t b) const {
-    const auto routes = node(a).view().routes;
-    return std::any_of(routes.begin(), routes.end(),
-                       [&](const auto& r) { return r.metric != ov::infinite_metric && r.next_hop == name(b); });
+    for (std::size_t j = 0; j < n_; ++j) {
+      if (node(a).next_hop(name(j)) == name(b)) return true;
+    }
+    return false;
   }
 
   std::uint64_t routing_bytes() const {

@@ -208,6 +208,7 @@ class overlay final : public connection_owner {
 
   // What this node's routing table says now (cheap; for tests and convergence measurements).
   bool can_reach(node_id destination) const { return routing_.table().is_reachable(destination); }
+  std::optional<node_id> next_hop(node_id destination) const { return routing_.table().next_hop(destination); }
   std::optional<node_id> owner_of(std::uint64_t vnode) const { return routing_.table().owner_of(vnode); }
   overlay_view view() const;
   // view().lost_owners alone; with `all`, also the records not yet orphan_after old.

@@ -37,4 +37,13 @@ inline std::vector<route_interval> common(const std::vector<route_interval>& a,
   return out;
 }
 
+// Whether two sorted, disjoint interval lists have anything in common.
+inline bool overlap(const std::vector<route_interval>& a, const std::vector<route_interval>& b) {
+  for (auto i = a.begin(), j = b.begin(); i != a.end() && j != b.end();) {
+    if (std::max(i->lo, j->lo) < std::min(i->hi, j->hi)) return true;
+    (i->hi < j->hi ? i : j)++;
+  }
+  return false;
+}
+
 }  // namespace phoenix::overlay

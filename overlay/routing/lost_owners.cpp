@@ -18,6 +18,7 @@ void route_table::note_lost(node_id source, const std::vector<route_interval>& i
   lost_[source] = lost_owner{source, intervals, now, common(intervals, normalised(std::move(given)))};
   lost_by_age_.emplace(now, source);
   lost_intervals_ += intervals.size();
+  recheck_lost_.insert(recheck_lost_.end(), intervals.begin(), intervals.end());  // owned already, in part?
 }
 
 // One more interval in the taker's record (made if there is none), given by this node.
@@ -30,6 +31,7 @@ void route_table::note_lost_in_transit(node_id source, route_interval i, time_po
     since = std::min(since, it->second.since);
   }
   note_lost(source, normalised(std::move(all)), since, std::move(given));
+  finish_mutation();
 }
 
 // Newer news of a lost source: its record keeps only what that news names too (a record never grows: what
@@ -58,31 +60,13 @@ void route_table::drop_lost(node_id source) {
   lost_.erase(it);
 }
 
-// The parts of `intervals` (sorted, disjoint) that no slot of the owner index covers.
-std::vector<route_interval> route_table::unowned(const std::vector<route_interval>& intervals) const {
-  if (index_stale_) rebuild_owner_index();
-  std::vector<route_interval> out;
-  for (const auto& i : intervals) {
-    std::uint64_t lo = i.lo;
-    auto it = std::upper_bound(owner_index_.begin(), owner_index_.end(), lo,
-                               [](std::uint64_t v, const owner_slot& slot) { return v < slot.lo; });
-    if (it != owner_index_.begin() && std::prev(it)->hi > lo) --it;
-    for (; it != owner_index_.end() && it->lo < i.hi && lo < i.hi; ++it) {
-      if (it->lo > lo) out.push_back({lo, it->lo});
-      lo = std::max(lo, it->hi);
-    }
-    if (lo < i.hi) out.push_back({lo, i.hi});
-  }
-  return out;
-}
-
 std::vector<route_table::lost_owner> route_table::lost_owners(time_point now,
                                                               std::chrono::nanoseconds after) const {
   std::vector<lost_owner> out;
   for (const auto& [source, record] : lost_) {
     const auto since = std::max(record.since, alone_at_);
     if (now - since < after) continue;
-    auto left = unowned(record.intervals);
+    auto left = owners_.unowned(record.intervals);
     if (!left.empty()) out.push_back(lost_owner{source, std::move(left), since, {}});
   }
   return out;

@@ -272,11 +272,14 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   }
   if (r.hop_limit <= 1) return act;
   // RFC 8966 3.8.1.2: a request is redundant while one for as much that this node sent or forwarded is
-  // unanswered and recent (eight holdoffs); its answer goes on at once to every neighbour, this asker too.
+  // unanswered and recent (32 holdoffs); its answer goes on at once to every neighbour, this asker too.
   // Where retractions come late (slow links, a node behind on its input), every node of a cut's far side asks,
-  // along routes as stale as its own: forwarding each multiplied them. The price, as in Babel: if a request
-  // is lost beyond here, its asker's resends after 2 and 4 holdoffs are dropped here too, the one after 8 not.
-  if (s.requested_seqno >= r.seqno && now < s.requested_at + params_.request_holdoff * 8) {
+  // along routes as stale as its own: forwarding each multiplied them. An asker sends at 0, 2, 6, 14 and 30
+  // holdoffs (collect_requests), and a request across hundreds of slow hops is answered seconds later: a
+  // window of 8 holdoffs let its third copy and every later one cross the whole path again. Links lose nothing
+  // while up, so what the window delays is recovery from a request dropped beyond here by a rate limit or a
+  // route that changed: the asker's copy sent after 62 holdoffs passes.
+  if (s.requested_seqno >= r.seqno && now < s.requested_at + params_.request_holdoff * 32) {
     ++stats_.requests_limited;
     return act;
   }

@@ -34,6 +34,7 @@ constexpr int settling_ewma_divisor = 4;
 route_table::route_table(node_id self, route_params params, time_point now)
     : self_(self),
       params_(params),
+      owners_(self),
       jitter_state_(self),
       request_tokens_(params.request_burst),
       request_tokens_at_(now) {
@@ -124,7 +125,14 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   const bool intervals_changed = next.intervals != s.intervals;
   const bool transit_changed = next.in_transit != s.in_transit;
   if (was_reachable != reachable || s.next_hop != next.next_hop) routes_changed_ = true;
-  if (was_reachable != reachable || (reachable && intervals_changed)) index_stale_ = routes_changed_ = true;
+  if (was_reachable != reachable || (reachable && intervals_changed)) {
+    routes_changed_ = true;
+    if (was_reachable) owners_.remove(source, s.intervals);
+    if (reachable) {
+      owners_.add(source, next.intervals);
+      recheck_lost_.insert(recheck_lost_.end(), next.intervals.begin(), next.intervals.end());
+    }
+  }
 
   // Rule 7: only reachability, metric or interval changes are worth a triggered update at once; seqno-only news
   // goes out with the next periodic summary, as DSDV's next periodic dump would have carried it: it must
@@ -199,11 +207,14 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
 void route_table::set_local_intervals(std::vector<route_interval> intervals, time_point now,
                                       std::vector<route_interval> in_transit) {
   note_time(now);
-  own_intervals_ = normalised(std::move(intervals));
+  auto claimed = normalised(std::move(intervals));
+  owners_.replace(self_, own_intervals_, claimed);
+  recheck_lost_.insert(recheck_lost_.end(), claimed.begin(), claimed.end());
+  own_intervals_ = std::move(claimed);
   own_transit_ = normalised(std::move(in_transit));
   own_seqno_ = next_even_above(own_seqno_);
   schedule_trigger(self_, now);
-  index_stale_ = routes_changed_ = true;
+  routes_changed_ = true;
   finish_mutation();
 }
 
@@ -277,13 +288,7 @@ std::optional<time_point> route_table::unreachable_since(node_id destination) co
 }
 
 std::optional<node_id> route_table::owner_of(std::uint64_t vnode) const {
-  if (index_stale_) rebuild_owner_index();
-  auto it = std::upper_bound(owner_index_.begin(), owner_index_.end(), vnode,
-                             [](std::uint64_t v, const owner_slot& slot) { return v < slot.lo; });
-  if (it == owner_index_.begin()) return std::nullopt;
-  --it;
-  if (vnode >= it->hi) return std::nullopt;
-  return it->owner;
+  return owners_.owner_of(vnode);
 }
 
 std::chrono::nanoseconds route_table::settling_time(node_id source) const {
@@ -545,7 +550,10 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
   seqno_news_.erase(it->first);
   set_timer(request_queue_, s.request_due, it->first, std::nullopt);
   set_timer(expiry_queue_, s.expiry_due, it->first, std::nullopt);
-  if (s.next_hop) index_stale_ = routes_changed_ = true;
+  if (s.next_hop) {
+    routes_changed_ = true;
+    owners_.remove(it->first, s.intervals);
+  }
   sources_.erase(it);
 }
 
@@ -565,58 +573,20 @@ void route_table::drop_route(source_state& s, node_id neighbour) {
 // before it went though its last advertisement still named it (should the taker leave on a temporary leave,
 // its interval is nobody's on purpose). The record ends once nothing is left.
 void route_table::finish_mutation() {
-  if (routes_changed_) {
-    ++generation_;
-    std::vector<node_id> owned;
-    for (auto& [source, record] : lost_) {
-      auto left = unowned(record.intervals);
-      lost_intervals_ = lost_intervals_ - record.intervals.size() + left.size();
-      record.intervals = std::move(left);
-      if (record.intervals.empty()) owned.push_back(source);
-    }
-    for (node_id source : owned) drop_lost(source);
-  }
+  if (routes_changed_) ++generation_;
   routes_changed_ = false;
-}
-
-// Rule 9: rebuilt only when a reachable source's intervals or the set of reachable sources changed, and only
-// once something looks a virtual node up, into a sorted vector searched in O(log n). Normally intervals are
-// disjoint and a sort is all it takes. Stale overlaps (a migration in flight) resolve deterministically:
-// sources are painted in precedence order (self, then ascending node_id) and each only fills what is still
-// free.
-void route_table::rebuild_owner_index() const {
-  index_stale_ = false;
-  std::vector<owner_slot> by_precedence;
-  for (const auto& iv : own_intervals_) by_precedence.push_back({iv.lo, iv.hi, self_});
-  for (const auto& [source, s] : sources_) {
-    if (!s.next_hop) continue;
-    for (const auto& iv : s.intervals) {
-      if (iv.lo < iv.hi) by_precedence.push_back({iv.lo, iv.hi, source});
-    }
+  if (recheck_lost_.empty()) return;
+  const auto changed = normalised(std::move(recheck_lost_));
+  recheck_lost_.clear();
+  std::vector<node_id> owned;
+  for (auto& [source, record] : lost_) {
+    if (!overlap(record.intervals, changed)) continue;
+    auto left = owners_.unowned(record.intervals);
+    lost_intervals_ = lost_intervals_ - record.intervals.size() + left.size();
+    record.intervals = std::move(left);
+    if (record.intervals.empty()) owned.push_back(source);
   }
-  owner_index_ = by_precedence;
-  auto by_lo = [](const owner_slot& x, const owner_slot& y) { return x.lo < y.lo; };
-  std::sort(owner_index_.begin(), owner_index_.end(), by_lo);
-  const bool overlap =
-      std::adjacent_find(owner_index_.begin(), owner_index_.end(),
-                         [](const auto& x, const auto& y) { return y.lo < x.hi; }) != owner_index_.end();
-  if (!overlap) return;
-
-  std::map<std::uint64_t, owner_slot> painted;  // lo -> slot
-  for (const owner_slot& want : by_precedence) {
-    std::uint64_t cur = want.lo;
-    auto it = painted.upper_bound(cur);
-    if (it != painted.begin() && std::prev(it)->second.hi > cur) cur = std::prev(it)->second.hi;
-    while (cur < want.hi) {
-      it = painted.lower_bound(cur);  // first slot at or after cur; nothing covers cur itself
-      const std::uint64_t gap_end = it == painted.end() ? want.hi : std::min(want.hi, it->first);
-      if (cur < gap_end) painted.emplace_hint(it, cur, owner_slot{cur, gap_end, want.owner});
-      if (it == painted.end()) break;
-      cur = it->second.hi;
-    }
-  }
-  owner_index_.clear();
-  for (const auto& [lo, slot] : painted) owner_index_.push_back(slot);
+  for (node_id source : owned) drop_lost(source);
 }
 
 }  // namespace phoenix::overlay

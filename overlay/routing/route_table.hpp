@@ -14,8 +14,7 @@
 //  - Pure and deterministic: no I/O, no clock reads, no threads. Every call that depends on time takes `now`;
 //    the caller owns timing and must pass non-decreasing times. The summary period's jitter comes from a
 //    generator seeded by the node's id.
-//  - Single-threaded: one owner calls everything; const members may run concurrently only with each other,
-//    except owner_of(), which may rebuild its cached index.
+//  - Single-threaded: one owner calls everything; const members may run concurrently only with each other.
 //  - Expected failures are values; nothing here throws except std::bad_alloc.
 //  - Loop freedom (RFC 8966 2.4): a node only selects a route whose advertised (seqno, metric) is strictly
 //    better than the feasibility distance of what it has itself advertised; it counts everything returned by
@@ -53,6 +52,8 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "overlay/routing/owner_index.hpp"
 
 namespace phoenix::overlay {
 
@@ -247,7 +248,7 @@ class route_table {
   std::optional<node_id> next_hop(node_id destination) const;  // nullopt if unreachable or unknown; never self
   // The reachable source (or self) whose advertised intervals contain vnode. Overlaps (stale intervals during
   // a migration) resolve to self first, then to the lowest node_id: stable across seqno bumps. The index
-  // behind it is rebuilt here, at the first query after its inputs changed: O(n log n) then, O(log n) after.
+  // behind it (owner_index.hpp) changes claim by claim with each source's intervals and reachability.
   std::optional<node_id> owner_of(std::uint64_t vnode) const;
   bool is_reachable(node_id destination) const;
   // Since when `destination` has had no route: nullopt while it has one (or is this node); time_point::min() if
@@ -444,12 +445,6 @@ class route_table {
     std::vector<route_interval> intervals;
     std::vector<route_interval> in_transit;
   };
-  struct owner_slot {  // [lo, hi) is owned by owner
-    std::uint64_t lo = 0, hi = 0;
-    node_id owner = 0;
-    friend bool operator==(const owner_slot&, const owner_slot&) = default;
-  };
-
   // route choice, layered like babeld's route.c
   static bool route_feasible(const source_state& s, const neighbour_route& r);
   static const neighbour_route* newest_retraction_route(const source_state& s);
@@ -489,12 +484,10 @@ class route_table {
   void forget(std::map<node_id, source_state>::iterator it);
   void drop_route(source_state& s, node_id neighbour);
   void finish_mutation();
-  void rebuild_owner_index() const;
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
                  std::vector<route_interval> given = {});
   void shrink_lost(node_id source, const std::vector<route_interval>& intervals);
   void drop_lost(node_id source);
-  std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
   time_point next_summary_after(time_point now);  // now + 3/4 .. 5/4 of full_dump_interval
   // One dump per interval to a neighbour that asks; its requests come at most once per half interval.
   std::chrono::nanoseconds dump_holdoff() const { return params_.full_dump_interval; }
@@ -509,11 +502,12 @@ class route_table {
   std::vector<route_interval> own_transit_;
   std::map<node_id, neighbour_state> neighbours_;
   std::map<node_id, source_state> sources_;      // never contains self_
-  mutable std::vector<owner_slot> owner_index_;  // sorted by lo, disjoint; valid unless index_stale_
-  // Set when a reachability or a reachable source's intervals change; owner_of() rebuilds the index then. While
-  // routes spread, many updates arrive between two lookups, and rebuilding after each cost every node
-  // O(n log n) per update (bench/routing_scale).
-  mutable bool index_stale_ = false;
+  // Who owns each virtual node: own_intervals_ and the intervals of every reachable source, changed where
+  // those change (apply_selection, set_local_intervals, forget).
+  owner_index owners_;
+  // Claims added and lost records noted since the last finish_mutation(): only lost records overlapping these
+  // can have become someone's (claims are added nowhere else).
+  std::vector<route_interval> recheck_lost_;
   std::map<node_id, lost_owner> lost_;                    // see lost_owners(); never contains self_
   std::set<std::pair<time_point, node_id>> lost_by_age_;  // (since, source) of every record: the oldest first
   std::size_t lost_intervals_ = 0;                        // over all of lost_
