@@ -135,16 +135,24 @@ std::optional<std::uint64_t> decode_ack_payload(std::span<const std::byte> paylo
 // --- frame_decoder ------------------------------------------------------------------------------------------
 
 frame_decoder::frame_decoder(std::uint32_t max_payload, std::size_t buffer_bytes)
-    : max_payload_(max_payload), buf_(std::max<std::size_t>(buffer_bytes, 2 * data_head_bytes + 64)) {}
+    : max_payload_(max_payload) {
+  reserve(std::max<std::size_t>(buffer_bytes, 2 * data_head_bytes + 64));
+}
 
 void frame_decoder::reserve(std::size_t buffer_bytes) {
-  if (buffer_bytes > buf_.size()) buf_.resize(buffer_bytes);
+  if (buffer_bytes <= capacity_) return;
+  auto grown = std::make_unique_for_overwrite<std::byte[]>(buffer_bytes);
+  if (end_ > begin_) std::memcpy(grown.get(), buf_.get() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+  buf_ = std::move(grown);
+  capacity_ = buffer_bytes;
 }
 
 std::span<std::byte> frame_decoder::prepare() {
   if (in_large_) return std::span(large_).subspan(large_filled_);
-  if (end_ == buf_.size()) compact();
-  return std::span(buf_).subspan(end_);
+  if (end_ == capacity_) compact();
+  return std::span(buf_.get() + end_, capacity_ - end_);
 }
 
 void frame_decoder::commit(std::size_t n) {
@@ -157,7 +165,7 @@ void frame_decoder::commit(std::size_t n) {
 
 void frame_decoder::compact() {
   if (begin_ == 0) return;
-  std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+  std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
   end_ -= begin_;
   begin_ = 0;
 }
@@ -177,10 +185,10 @@ frame_decoder::status frame_decoder::start_large(const frame_header& h) {
   large_header_ = h;
   large_head_len_ = head;
   large_trailer_len_ = trailer;
-  std::memcpy(large_head_.data(), buf_.data() + begin_ + frame_header_bytes, head);
+  std::memcpy(large_head_.data(), buf_.get() + begin_ + frame_header_bytes, head);
   large_.resize(h.length - head);  // default-initialised: no zero fill; the trailer is split off at the end
   large_filled_ = avail - head;    // everything buffered belongs to this frame: avail < length
-  std::memcpy(large_.data(), buf_.data() + begin_ + frame_header_bytes + head, large_filled_);
+  std::memcpy(large_.data(), buf_.get() + begin_ + frame_header_bytes + head, large_filled_);
   begin_ = end_ = 0;
   return status::need_more;
 }
@@ -210,11 +218,11 @@ frame_decoder::status frame_decoder::next(frame_view& out) {
   }
   const std::size_t avail = end_ - begin_;
   if (avail < frame_header_bytes) {
-    if (begin_ > 0 && end_ == buf_.size()) compact();
+    if (begin_ > 0 && end_ == capacity_) compact();
     return status::need_more;
   }
   frame_header h;
-  error_ = decode_frame_header(std::span<const std::byte, frame_header_bytes>(buf_.data() + begin_, frame_header_bytes),
+  error_ = decode_frame_header(std::span<const std::byte, frame_header_bytes>(buf_.get() + begin_, frame_header_bytes),
                                max_payload_, h);
   if (error_ != frame_error::none) return status::error;
   const std::size_t total = frame_header_bytes + h.length;
@@ -224,7 +232,7 @@ frame_decoder::status frame_decoder::next(frame_view& out) {
       error_ = frame_error::bad_payload;
       return status::error;
     }
-    const std::byte* p = buf_.data() + begin_ + frame_header_bytes;
+    const std::byte* p = buf_.get() + begin_ + frame_header_bytes;
     out.header = h;
     out.payload = std::span<const std::byte>(p, h.length - trailer);
     out.trailer = std::span<const std::byte>(p + h.length - trailer, trailer);
@@ -233,8 +241,8 @@ frame_decoder::status frame_decoder::next(frame_view& out) {
     if (begin_ == end_) begin_ = end_ = 0;
     return status::frame;
   }
-  if (total > buf_.size() / 2) return start_large(h);
-  if (begin_ + total > buf_.size()) compact();
+  if (total > capacity_ / 2) return start_large(h);
+  if (begin_ + total > capacity_) compact();
   return status::need_more;
 }
 

@@ -24,6 +24,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -145,7 +146,10 @@ class frame_decoder {
 
   std::uint32_t max_payload_;
   std::size_t trailer_bytes_ = 0;
-  std::vector<std::byte> buf_;
+  // Left uninitialised: only [begin_, end_) is ever read, and reads start again at the front whenever all was
+  // consumed, so pages beyond the largest burst a link received never become resident.
+  std::unique_ptr<std::byte[]> buf_;
+  std::size_t capacity_ = 0;
   std::size_t begin_ = 0;
   std::size_t end_ = 0;
   frame_error error_ = frame_error::none;
