@@ -543,7 +543,7 @@ class case_runner {
                    std::to_string(sync.dumps_sent) + " dumps, " + std::to_string(sync.summaries_differed) +
                    " summaries that differed, " + std::to_string(sync.holds_expired) + " holds expired");
           }
-          return t.also() && scan.all(t.pair_right);
+          return scan.all(t.pair_right) && t.also();  // the cheap test first: it fails at the first wrong pair
         },
         stats);
     if (!done) {

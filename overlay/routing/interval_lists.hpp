@@ -37,11 +37,13 @@ inline std::vector<route_interval> common(const std::vector<route_interval>& a,
   return out;
 }
 
-// Whether two sorted, disjoint interval lists have anything in common.
+// Whether `a` has anything in common with the sorted, disjoint list `b`: O(|a| log |b|), so that checking many
+// short lists against one long one does not walk the long one each time.
 inline bool overlap(const std::vector<route_interval>& a, const std::vector<route_interval>& b) {
-  for (auto i = a.begin(), j = b.begin(); i != a.end() && j != b.end();) {
-    if (std::max(i->lo, j->lo) < std::min(i->hi, j->hi)) return true;
-    (i->hi < j->hi ? i : j)++;
+  for (const auto& i : a) {
+    const auto j = std::upper_bound(b.begin(), b.end(), i.lo,
+                                    [](std::uint64_t v, const route_interval& x) { return v < x.hi; });
+    if (j != b.end() && j->lo < i.hi) return true;
   }
   return false;
 }

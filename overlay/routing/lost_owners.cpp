@@ -66,7 +66,7 @@ std::vector<route_table::lost_owner> route_table::lost_owners(time_point now,
   for (const auto& [source, record] : lost_) {
     const auto since = std::max(record.since, alone_at_);
     if (now - since < after) continue;
-    auto left = owners_.unowned(record.intervals);
+    auto left = owners().unowned(record.intervals);
     if (!left.empty()) out.push_back(lost_owner{source, std::move(left), since, {}});
   }
   return out;

@@ -1,12 +1,14 @@
-// overlay/routing/owner_index.hpp — which node owns each virtual node, kept up to date claim by claim: every
-// node claims intervals of the virtual node space, and where claims overlap (a migration in flight) the owner
-// is the claimant that comes first in precedence order: this node (self), then ascending node_id.
+// overlay/routing/owner_index.hpp — which node owns each virtual node: every node claims intervals of the
+// virtual node space, and where claims overlap (stale intervals while a migration's news spreads, or a hostile
+// node's) the owner is the claimant that comes first in precedence order: this node (self), then ascending
+// node_id.
 //
-// A segment map: the covered space cut into segments [lo, hi), each with the set of nodes that claim all of
-// it, kept in precedence order (usually one). Adding or removing an interval splits segments at its ends,
-// changes the claimants of the k segments inside and merges the changed ones with equal neighbours again, in
-// O(log n + k); answering who owns a virtual node is one lookup, O(log n). Rebuilding the whole answer after
-// every change, as painting sources in precedence order does, costs O(n log n) each time.
+// Claims are normally disjoint, and then each claimed interval is one slot of a sorted map: a node whose claim
+// changes removes and adds only its own slots, O(log n) each, and a lookup is O(log n). Overlaps need every
+// claim at once to resolve, so a change that makes claims overlap, and every change while they overlap, leaves
+// the index stale: the owner repaints it from all claims (repaint(), O(n log n)) before it next looks up,
+// and it is incremental again once a repaint finds no overlap. Memory is one slot per claimed interval in both
+// modes; keeping the claimants of every piece instead let overlapping claims cost pieces × claimants.
 //
 // Pure data structure: no I/O; single-threaded, const members may run concurrently with each other.
 #pragma once
@@ -25,7 +27,7 @@ using route_interval = Interval;  // <phoenix/interval.hpp>
 
 class owner_index {
  public:
-  // [lo, hi) is owned by owner.
+  // [lo, hi) is owned (or, given to repaint(), claimed) by owner.
   struct slot {
     std::uint64_t lo = 0, hi = 0;
     node_id owner = 0;
@@ -34,38 +36,33 @@ class owner_index {
 
   explicit owner_index(node_id self) : self_(self) {}
 
-  // owner claims each of `intervals` (sorted and disjoint; empty ones are ignored). A claim made twice counts
-  // once: claimants are a set.
-  void add(node_id owner, const std::vector<route_interval>& intervals);
-  // owner no longer claims `intervals` (what it was added with); what it did not claim is left as it is.
-  void remove(node_id owner, const std::vector<route_interval>& intervals);
-  // owner's claim changes from `before` to `after`.
-  void replace(node_id owner, const std::vector<route_interval>& before,
-               const std::vector<route_interval>& after);
-  void clear() { segments_.clear(); }
+  // owner's claim changes from `before` (exactly what it claimed) to `after`; both sorted and disjoint, empty
+  // intervals ignored. May leave the index stale().
+  void change(node_id owner, const std::vector<route_interval>& before,
+              const std::vector<route_interval>& after);
+  // Until repaint(), the answers below are not to be trusted.
+  bool stale() const { return stale_; }
+  // Rebuilds the index from every claim there is (any order; empty intervals ignored).
+  void repaint(std::vector<slot> claims);
 
   std::optional<node_id> owner_of(std::uint64_t vnode) const;
-  // The parts of `intervals` (sorted, disjoint) that nobody claims.
+  // The parts of `intervals` (sorted, disjoint) that nobody owns.
   std::vector<route_interval> unowned(const std::vector<route_interval>& intervals) const;
   // Who owns what, sorted by lo: contiguous slots of one owner are one slot.
   std::vector<slot> slots() const;
-  std::size_t segment_count() const { return segments_.size(); }
+  std::size_t slot_count() const { return slots_.size(); }
 
  private:
-  struct segment {
+  struct piece {
     std::uint64_t hi = 0;
-    std::vector<node_id> claimants;  // never empty; in precedence order, so the owner is the first
+    node_id owner = 0;
   };
-  using segment_map = std::map<std::uint64_t, segment>;  // lo -> segment; disjoint
-
-  bool precedes(node_id a, node_id b) const;
-  // Cuts the segment that contains `at` strictly inside it into [lo, at) and [at, hi).
-  void split_at(std::uint64_t at);
-  // Merges the segments that start in [lo, hi] with their predecessor when contiguous with equal claimants.
-  void coalesce(std::uint64_t lo, std::uint64_t hi);
+  bool precedes(node_id a, node_id b) const { return a != b && b != self_ && (a == self_ || a < b); }
 
   node_id self_;
-  segment_map segments_;
+  std::map<std::uint64_t, piece> slots_;  // lo -> piece; disjoint
+  bool stale_ = false;
+  bool painted_ = false;  // the last repaint resolved overlaps: slots are not the claims themselves
 };
 
 }  // namespace phoenix::overlay

@@ -278,23 +278,31 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   // holdoffs (collect_requests), and a request across hundreds of slow hops is answered seconds later: a
   // window of 8 holdoffs let its third copy and every later one cross the whole path again. Links lose nothing
   // while up, so what the window delays is recovery from a request dropped beyond here by a rate limit or a
-  // route that changed: the asker's copy sent after 62 holdoffs passes.
-  if (s.requested_seqno >= r.seqno && now < s.requested_at + params_.request_holdoff * 32) {
+  // route that changed: the asker's copy sent after 62 holdoffs passes. Only a copy that went where this one
+  // would go, and at least as far, counts: a request with a hop limit too short to reach the source must not
+  // silence real ones, and one whose next hop went away or changed is not on its way.
+  const auto to = request_target(s, from);
+  const std::uint16_t hops = static_cast<std::uint16_t>(std::min(r.hop_limit, request_hop_limit) - 1);
+  if (s.requested_seqno >= r.seqno && now < s.requested_at + params_.request_holdoff * 32 &&
+      to == s.requested_via && hops <= s.requested_hops) {
     ++stats_.requests_limited;
     return act;
   }
-  const auto to = request_target(s, from);
   // RFC 8966 3.8.1.2: don't forward a duplicate of a request we recently forwarded (the holdoff does that).
   if (!to || !request_allowed(s.request_acted_at, now)) return act;
   s.requested_seqno = std::max(s.requested_seqno, r.seqno);  // its answer goes back at once (apply_selection)
   // Only a request an honest node could send (one above a seqno the source gave) makes others redundant: one
   // for more than the source grants is never answered, and renewed before it lapses it would silence every
   // real request on its path.
-  if (r.seqno <= newest_seen(s) + 1) s.requested_at = now;
+  if (r.seqno <= newest_seen(s) + 1) {
+    s.requested_at = now;
+    s.requested_via = *to;
+    s.requested_hops = hops;
+  }
   act.kind = request_action::forward;
   act.forward_to = *to;
   // A hop limit above ours is taken as ours: a request must not outlive what this node would give its own.
-  act.forwarded = {r.source, r.seqno, static_cast<std::uint16_t>(std::min(r.hop_limit, request_hop_limit) - 1)};
+  act.forwarded = {r.source, r.seqno, hops};
   return act;
 }
 

@@ -127,11 +127,9 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   if (was_reachable != reachable || s.next_hop != next.next_hop) routes_changed_ = true;
   if (was_reachable != reachable || (reachable && intervals_changed)) {
     routes_changed_ = true;
-    if (was_reachable) owners_.remove(source, s.intervals);
-    if (reachable) {
-      owners_.add(source, next.intervals);
-      recheck_lost_.insert(recheck_lost_.end(), next.intervals.begin(), next.intervals.end());
-    }
+    static const std::vector<route_interval> none;
+    owners_.change(source, was_reachable ? s.intervals : none, reachable ? next.intervals : none);
+    if (reachable) recheck_lost_.insert(recheck_lost_.end(), next.intervals.begin(), next.intervals.end());
   }
 
   // Rule 7: only reachability, metric or interval changes are worth a triggered update at once; seqno-only news
@@ -208,7 +206,7 @@ void route_table::set_local_intervals(std::vector<route_interval> intervals, tim
                                       std::vector<route_interval> in_transit) {
   note_time(now);
   auto claimed = normalised(std::move(intervals));
-  owners_.replace(self_, own_intervals_, claimed);
+  owners_.change(self_, own_intervals_, claimed);
   recheck_lost_.insert(recheck_lost_.end(), claimed.begin(), claimed.end());
   own_intervals_ = std::move(claimed);
   own_transit_ = normalised(std::move(in_transit));
@@ -288,7 +286,19 @@ std::optional<time_point> route_table::unreachable_since(node_id destination) co
 }
 
 std::optional<node_id> route_table::owner_of(std::uint64_t vnode) const {
-  return owners_.owner_of(vnode);
+  return owners().owner_of(vnode);
+}
+
+const owner_index& route_table::owners() const {
+  if (!owners_.stale()) return owners_;
+  std::vector<owner_index::slot> claims;
+  for (const auto& iv : own_intervals_) claims.push_back({iv.lo, iv.hi, self_});
+  for (const auto& [source, s] : sources_) {
+    if (!s.next_hop) continue;
+    for (const auto& iv : s.intervals) claims.push_back({iv.lo, iv.hi, source});
+  }
+  owners_.repaint(std::move(claims));
+  return owners_;
 }
 
 std::chrono::nanoseconds route_table::settling_time(node_id source) const {
@@ -426,6 +436,8 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     out.emplace_back(*to, route_request{source, wanted, request_hop_limit});
     s.requested_seqno = std::max(s.requested_seqno, wanted);
     s.requested_at = now;
+    s.requested_via = *to;
+    s.requested_hops = request_hop_limit;
     s.last_request = now;
     // RFC 8966 3.8.2.1: sent again if no answer comes (a request, or its answer, can be dropped by a rate limit
     // on the way), after 2, 4, 8, ... holdoffs, at most max_request_backoff() apart, while a neighbour still
@@ -552,7 +564,7 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
   set_timer(expiry_queue_, s.expiry_due, it->first, std::nullopt);
   if (s.next_hop) {
     routes_changed_ = true;
-    owners_.remove(it->first, s.intervals);
+    owners_.change(it->first, s.intervals, {});
   }
   sources_.erase(it);
 }
@@ -581,7 +593,7 @@ void route_table::finish_mutation() {
   std::vector<node_id> owned;
   for (auto& [source, record] : lost_) {
     if (!overlap(record.intervals, changed)) continue;
-    auto left = owners_.unowned(record.intervals);
+    auto left = owners().unowned(record.intervals);
     lost_intervals_ = lost_intervals_ - record.intervals.size() + left.size();
     record.intervals = std::move(left);
     if (record.intervals.empty()) owned.push_back(source);

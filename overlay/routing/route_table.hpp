@@ -424,6 +424,8 @@ class route_table {
     // none): that update goes on at once (RFC 8966 3.8.1.2).
     std::uint64_t requested_seqno = 0;
     time_point requested_at{};  // when it was last sent or forwarded
+    node_id requested_via = 0;        // the neighbour it went to then
+    std::uint16_t requested_hops = 0;  // and the hop limit it went with
     time_point unreachable_since{};
     // DSDV settling: arrivals of the newest seqno seen, and the EWMA of first-to-best gaps.
     std::uint64_t arrival_seqno = 0;
@@ -483,6 +485,7 @@ class route_table {
   static void note_heard_by_all(source_state& s);
   void forget(std::map<node_id, source_state>::iterator it);
   void drop_route(source_state& s, node_id neighbour);
+  const owner_index& owners() const;  // owners_, repainted first if stale
   void finish_mutation();
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
                  std::vector<route_interval> given = {});
@@ -503,8 +506,9 @@ class route_table {
   std::map<node_id, neighbour_state> neighbours_;
   std::map<node_id, source_state> sources_;      // never contains self_
   // Who owns each virtual node: own_intervals_ and the intervals of every reachable source, changed where
-  // those change (apply_selection, set_local_intervals, forget).
-  owner_index owners_;
+  // those change (apply_selection, set_local_intervals, forget); repainted from them all by owners() when
+  // claims overlap.
+  mutable owner_index owners_;
   // Claims added and lost records noted since the last finish_mutation(): only lost records overlapping these
   // can have become someone's (claims are added nowhere else).
   std::vector<route_interval> recheck_lost_;

@@ -725,6 +725,19 @@ TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
     CHECK(t.input_stats().requests_limited == 2);
     CHECK(t.on_request(c, {s, 11, 64}, t0 + 6400ms).kind == kind::forward);  // 32 holdoffs on: asked again
   }
+  SUBCASE("a request whose hop limit runs out sooner makes no other redundant") {
+    REQUIRE(t.on_request(b, {s, 11, 2}, t0).kind == kind::forward);  // goes one hop further, no more
+    CHECK(t.on_request(c, {s, 11, 64}, t0 + 300ms).kind == kind::forward);
+    CHECK(t.on_request(b, {s, 11, 50}, t0 + 600ms).kind == kind::none);  // the last one goes further
+  }
+  SUBCASE("a request forwarded over a link that went down makes no other redundant") {
+    t.on_update(c, update({entry(s, 10, 3)}), t0);
+    REQUIRE(t.on_request(b, {s, 11, 64}, t0).kind == kind::forward);  // to a, the next hop
+    t.neighbour_down(a, t0 + 100ms);                                  // c's route is not feasible: no next hop
+    const auto act = t.on_request(b, {s, 11, 64}, t0 + 300ms);
+    CHECK(act.kind == kind::forward);
+    CHECK(act.forward_to == c);
+  }
   SUBCASE("a request for more than the source could grant is forwarded, but makes no other redundant") {
     REQUIRE(t.on_request(b, {s, 20, 64}, t0).kind == kind::forward);  // newest seen is 10: nobody honest asks 20
     CHECK(t.on_request(c, {s, 11, 64}, t0 + 300ms).kind == kind::forward);
