@@ -17,7 +17,8 @@
 //       unreachable); with it wrong_pairs_peak, the most ordered pairs not routed right at any sample after
 //       the cut, and collateral_pairs, the most of them among pairs no shortest path of which used the cut link
 //       (those lose their route only if a cut's news reaches nodes it does not concern). Samples are full counts
-//       of the N x N pairs, at most one per 200 ms and spaced so that counting takes at most a tenth of the time.
+//       of the N x N pairs, at most one per 200 ms and spaced so that counting takes at most a twentieth of the
+//       time.
 // Each case runs in a forked child so that its RSS starts from a clean heap (glibc keeps freed memory, which
 // would hide the next case's growth) and a hung case can be bounded by a timer.
 //
@@ -65,6 +66,9 @@ constexpr int k_rest_dumps = 3;                              // the rest window,
 constexpr int k_settle_dumps = 1;                            // wait this long after convergence first
 constexpr steady::duration k_progress_every = std::chrono::seconds(10);
 constexpr steady::duration k_sample_every = milliseconds(200);  // the shortest gap between two wrong-pair counts
+// Checking and counting freeze every node: each takes at most 1 / (k_quiet_factor + 1) of a phase, so that the
+// figures are the nodes' work and little of the benchmark's own.
+constexpr int k_quiet_factor = 19;
 
 struct options {
   std::vector<std::size_t> sizes{100, 300, 1000};
@@ -307,8 +311,9 @@ void run_io_for(asio::io_context& io, steady::duration d) {
 }
 
 // Drives the io_context in slices between checks until check() holds; returns the instant it held (the state
-// it saw is the state at that instant), or nothing at the deadline. Each slice lasts at least 9 times the last
-// check, so checking takes at most a tenth of the time; the price is timing resolution (<= k_max_slice).
+// it saw is the state at that instant), or nothing at the deadline. Each slice lasts at least k_quiet_factor
+// times the last check, so checking takes at most a twentieth of the time; the price is timing resolution
+// (<= k_max_slice).
 template <class Check>
 std::optional<steady::time_point> run_until(asio::io_context& io, steady::duration timeout, Check check,
                                             check_stats& stats) {
@@ -321,7 +326,7 @@ std::optional<steady::time_point> run_until(asio::io_context& io, steady::durati
     ++stats.checks;
     if (done) return began;
     if (began > deadline) return std::nullopt;
-    run_io_for(io, std::clamp<steady::duration>(9 * cost, k_min_slice, k_max_slice));
+    run_io_for(io, std::clamp<steady::duration>(k_quiet_factor * cost, k_min_slice, k_max_slice));
   }
 }
 
@@ -505,7 +510,7 @@ class case_runner {
   // Runs the network until `t` holds. Long phases report every k_progress_every how many pairs are still wrong
   // (a full count, unlike the checks), so that a slow phase can be told from one that is going backwards.
   // With `samples`, the wrong pairs are also counted at the first check, then at most every k_sample_every and
-  // at least 9 times as long as the last count took apart, and once more when the phase ends.
+  // at least k_quiet_factor times as long as the last count took apart, and once more when the phase ends.
   steady::time_point wait(const char* phase, asio::io_context& io, const network& net, const target& t,
                           wrong_samples* samples = nullptr) {
     check_stats stats;
@@ -528,7 +533,7 @@ class case_runner {
       samples->collateral_peak = std::max(samples->collateral_peak, collateral);
       ++samples->samples;
       const auto now = steady::now();
-      next_sample = now + std::max<steady::duration>(k_sample_every, 9 * (now - t0));
+      next_sample = now + std::max<steady::duration>(k_sample_every, k_quiet_factor * (now - t0));
     };
     const auto done = run_until(
         io, opt_.timeout,

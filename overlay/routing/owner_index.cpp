@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 
 namespace phoenix::overlay {
 
@@ -35,8 +36,10 @@ void owner_index::change(node_id owner, const std::vector<route_interval>& befor
   }
 }
 
-// Sources in precedence order, each filling only what is still free. Without overlaps that is the claims
-// themselves, one slot each, and changes can be applied one by one again.
+// Without overlaps the claims are the slots themselves, one each, and changes can be applied one by one again.
+// With them, one sweep over the claims' ends in order, the claims covering each point kept by precedence: the
+// first owns the piece up to the next end. O(C log C) for C claims, however many cover one another (painting
+// claim by claim over what was already painted cost the pieces under every wide claim).
 void owner_index::repaint(std::vector<slot> claims) {
   std::erase_if(claims, [](const slot& c) { return c.lo >= c.hi; });
   stale_ = false;
@@ -48,18 +51,34 @@ void owner_index::repaint(std::vector<slot> claims) {
     for (const slot& c : claims) slots_.emplace_hint(slots_.end(), c.lo, piece{c.hi, c.owner});
     return;
   }
-  std::stable_sort(claims.begin(), claims.end(),
-                   [this](const slot& x, const slot& y) { return precedes(x.owner, y.owner); });
-  for (const slot& want : claims) {
-    std::uint64_t cur = want.lo;
-    auto it = slots_.upper_bound(cur);
-    if (it != slots_.begin() && std::prev(it)->second.hi > cur) cur = std::prev(it)->second.hi;
-    while (cur < want.hi) {
-      it = slots_.lower_bound(cur);  // first slot at or after cur; nothing covers cur itself
-      const std::uint64_t gap_end = it == slots_.end() ? want.hi : std::min(want.hi, it->first);
-      if (cur < gap_end) slots_.emplace_hint(it, cur, piece{gap_end, want.owner});
-      if (it == slots_.end()) break;
-      cur = it->second.hi;
+  struct end_of_claim {
+    std::uint64_t at;
+    node_id owner;
+  };
+  std::vector<end_of_claim> ends;
+  ends.reserve(claims.size());
+  for (const slot& c : claims) ends.push_back({c.hi, c.owner});
+  std::sort(ends.begin(), ends.end(), [](const end_of_claim& x, const end_of_claim& y) { return x.at < y.at; });
+  const auto by_precedence = [this](node_id a, node_id b) { return precedes(a, b); };
+  std::multiset<node_id, decltype(by_precedence)> covering(by_precedence);
+  auto starts = claims.begin();
+  auto stops = ends.begin();
+  while (starts != claims.end() || stops != ends.end()) {
+    const std::uint64_t at = starts == claims.end() ? stops->at
+                             : stops == ends.end()  ? starts->lo
+                                                    : std::min(starts->lo, stops->at);
+    for (; stops != ends.end() && stops->at == at; ++stops) covering.erase(covering.find(stops->owner));
+    for (; starts != claims.end() && starts->lo == at; ++starts) covering.insert(starts->owner);
+    if (covering.empty()) continue;
+    // Up to the next end of any claim (there is one: every claim covering `at` ends after it).
+    std::uint64_t next = stops->at;
+    if (starts != claims.end()) next = std::min(next, starts->lo);
+    const node_id owner = *covering.begin();
+    const auto last = slots_.empty() ? slots_.end() : std::prev(slots_.end());
+    if (last != slots_.end() && last->second.hi == at && last->second.owner == owner) {
+      last->second.hi = next;
+    } else {
+      slots_.emplace_hint(slots_.end(), at, piece{next, owner});
     }
   }
 }

@@ -160,21 +160,26 @@ bool route_table::store_route(node_id from, const route_entry& e, time_point now
     schedule_trigger(e.source, now);
   }
   neighbour_state& ns = neighbours_.at(from);
-  if (const auto it = s.via.find(from); it != s.via.end()) {
-    neighbour_route& old = it->second;
-    if (old.seqno == e.seqno && old.metric == e.metric && old.intervals == e.intervals &&
-        old.in_transit == e.in_transit) {
-      old.dump = ns.dump;  // a repeat (in a dump) restarts no request backoff: nothing changed
+  // Replaced in place: a route changes with every update a neighbour sends, and erasing and inserting it cost
+  // an allocation and a rebalance each time.
+  const auto [it, inserted] = s.via.try_emplace(from);
+  neighbour_route& r = it->second;
+  if (!inserted) {
+    if (r.seqno == e.seqno && r.metric == e.metric && r.intervals == e.intervals &&
+        r.in_transit == e.in_transit) {
+      r.dump = ns.dump;  // a repeat (in a dump) restarts no request backoff: nothing changed
       return false;
     }
-    drop_route(s, from);
+    held_intervals_ -= r.intervals.size() + r.in_transit.size();
   }
   // A retraction's intervals are what the source was last known to hold (select_route).
-  neighbour_route r{e.seqno, e.metric, e.intervals, e.in_transit, 0, 0};
+  r.seqno = e.seqno;
+  r.metric = e.metric;
+  r.intervals = e.intervals;
+  r.in_transit = e.in_transit;
   note_heard(ns, r.digest, r.dump, entry_digest(e));
   note_arrival(s, r, now);
   held_intervals_ += r.intervals.size() + r.in_transit.size();
-  s.via.emplace(from, std::move(r));
   return true;
 }
 
@@ -284,7 +289,7 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   const auto to = request_target(s, from);
   const std::uint16_t hops = static_cast<std::uint16_t>(std::min(r.hop_limit, request_hop_limit) - 1);
   if (s.requested_seqno >= r.seqno && now < s.requested_at + params_.request_holdoff * 32 &&
-      to == s.requested_via && hops <= s.requested_hops) {
+      to && to == s.requested_via && hops <= s.requested_hops) {
     ++stats_.requests_limited;
     return act;
   }

@@ -212,6 +212,7 @@ void route_table::drop_neighbour_routes(node_id n, time_point now, bool unnamed_
     g = ns.ghosts.erase(g);
   }
   for (auto& [source, s] : sources_) {
+    if (!unnamed_in_dump_only && s.requested_via == n) s.requested_via.reset();  // that copy is lost
     const auto r = s.via.find(n);
     if (r == s.via.end() || (unnamed_in_dump_only && r->second.dump == ns.dump)) continue;
     drop_route(s, n);

@@ -242,6 +242,7 @@ void route_table::neighbour_down(node_id n, time_point now) {
   if (neighbours_.empty()) alone_at_ = now;
   for (auto& [source, s] : sources_) {
     if (s.advertised_via == n) s.advertised_via.reset();  // its poison correction went with it
+    if (s.requested_via == n) s.requested_via.reset();    // a request sent that way went with it
     if (!s.via.contains(n)) continue;
     drop_route(s, n);
     select_route(source, s, now);

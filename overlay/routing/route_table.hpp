@@ -14,7 +14,8 @@
 //  - Pure and deterministic: no I/O, no clock reads, no threads. Every call that depends on time takes `now`;
 //    the caller owns timing and must pass non-decreasing times. The summary period's jitter comes from a
 //    generator seeded by the node's id.
-//  - Single-threaded: one owner calls everything; const members may run concurrently only with each other.
+//  - Single-threaded: one owner calls everything; const members may run concurrently only with each other,
+//    except owner_of() and lost_owners(), which may repaint the owner index.
 //  - Expected failures are values; nothing here throws except std::bad_alloc.
 //  - Loop freedom (RFC 8966 2.4): a node only selects a route whose advertised (seqno, metric) is strictly
 //    better than the feasibility distance of what it has itself advertised; it counts everything returned by
@@ -424,8 +425,8 @@ class route_table {
     // none): that update goes on at once (RFC 8966 3.8.1.2).
     std::uint64_t requested_seqno = 0;
     time_point requested_at{};  // when it was last sent or forwarded
-    node_id requested_via = 0;        // the neighbour it went to then
-    std::uint16_t requested_hops = 0;  // and the hop limit it went with
+    std::optional<node_id> requested_via;  // the neighbour it went to then (none once that link went down)
+    std::uint16_t requested_hops = 0;       // and the hop limit it went with
     time_point unreachable_since{};
     // DSDV settling: arrivals of the newest seqno seen, and the EWMA of first-to-best gaps.
     std::uint64_t arrival_seqno = 0;
