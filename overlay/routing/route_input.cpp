@@ -162,21 +162,25 @@ bool route_table::store_route(node_id from, const route_entry& e, time_point now
   neighbour_state& ns = neighbours_.at(from);
   // Replaced in place: a route changes with every update a neighbour sends, and erasing and inserting it cost
   // an allocation and a rebalance each time.
-  const auto [it, inserted] = s.via.try_emplace(from);
-  neighbour_route& r = it->second;
-  if (!inserted) {
-    if (r.seqno == e.seqno && r.metric == e.metric && r.intervals == e.intervals &&
-        r.in_transit == e.in_transit) {
-      r.dump = ns.dump;  // a repeat (in a dump) restarts no request backoff: nothing changed
-      return false;
-    }
-    held_intervals_ -= r.intervals.size() + r.in_transit.size();
+  auto it = s.via.find(from);
+  if (it != s.via.end() && it->second.seqno == e.seqno && it->second.metric == e.metric &&
+      it->second.intervals == e.intervals && it->second.in_transit == e.in_transit) {
+    it->second.dump = ns.dump;  // a repeat (in a dump) restarts no request backoff: nothing changed
+    return false;
   }
-  // A retraction's intervals are what the source was last known to hold (select_route).
+  // A retraction's intervals are what the source was last known to hold (select_route). Copied before anything
+  // changes: an allocation that fails leaves the table as it was.
+  std::vector<route_interval> intervals = e.intervals, in_transit = e.in_transit;
+  if (it == s.via.end()) {
+    it = s.via.try_emplace(from).first;
+  } else {
+    held_intervals_ -= it->second.intervals.size() + it->second.in_transit.size();
+  }
+  neighbour_route& r = it->second;
   r.seqno = e.seqno;
   r.metric = e.metric;
-  r.intervals = e.intervals;
-  r.in_transit = e.in_transit;
+  r.intervals = std::move(intervals);
+  r.in_transit = std::move(in_transit);
   note_heard(ns, r.digest, r.dump, entry_digest(e));
   note_arrival(s, r, now);
   held_intervals_ += r.intervals.size() + r.in_transit.size();
@@ -295,10 +299,11 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   }
   // RFC 8966 3.8.1.2: don't forward a duplicate of a request we recently forwarded (the holdoff does that).
   if (!to || !request_allowed(s.request_acted_at, now)) return act;
-  s.requested_seqno = std::max(s.requested_seqno, r.seqno);  // its answer goes back at once (apply_selection)
+  // Its answer goes back at once (apply_selection). The lowest seqno asked is kept, not the highest: one for
+  // more than the source grants is never answered, and it must not hold the answers to real requests back.
+  s.requested_seqno = s.requested_seqno == 0 ? r.seqno : std::min(s.requested_seqno, r.seqno);
   // Only a request an honest node could send (one above a seqno the source gave) makes others redundant: one
-  // for more than the source grants is never answered, and renewed before it lapses it would silence every
-  // real request on its path.
+  // for more than the source grants, renewed before it lapses, would silence every real request on its path.
   if (r.seqno <= newest_seen(s) + 1) {
     s.requested_at = now;
     s.requested_via = *to;

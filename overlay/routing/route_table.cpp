@@ -227,6 +227,11 @@ void route_table::neighbour_up(node_id n, time_point now) {
   // is on its way, so no dump request for a while. A neighbour already up whose link was replaced (the other
   // end saw it break first, this end did not) is treated alike: frames queued on the old link may be lost.
   schedule_trigger(self_, now);
+  if (!added) {
+    for (auto& [source, s] : sources_) {
+      if (s.requested_via == n) s.requested_via.reset();  // a request sent on the old link may be lost with it
+    }
+  }
   neighbour_state& ns = it->second;
   ns.dump_due = now;
   ns.dumped_at = time_point::min();
@@ -435,7 +440,7 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     // s.seqno may be a newer retraction's, which anyone can claim, and the source grants no more than its next.
     const std::uint64_t wanted = std::min((s.fd ? s.fd->seqno : s.seqno) + 1, max_plausible_seqno);
     out.emplace_back(*to, route_request{source, wanted, request_hop_limit});
-    s.requested_seqno = std::max(s.requested_seqno, wanted);
+    s.requested_seqno = s.requested_seqno == 0 ? wanted : std::min(s.requested_seqno, wanted);
     s.requested_at = now;
     s.requested_via = *to;
     s.requested_hops = request_hop_limit;

@@ -421,7 +421,7 @@ class route_table {
     // The pending trigger must go out even if the selection returns to the advertised state: a seqno request
     // asked for it, or a full dump (perhaps to one new neighbour only) told someone the newer state.
     bool trigger_pinned = false;
-    // The highest seqno a request this node sent or forwarded asked for, until a selected route has it (0:
+    // The lowest seqno a request this node sent or forwarded asked for, until a selected route has it (0:
     // none): that update goes on at once (RFC 8966 3.8.1.2).
     std::uint64_t requested_seqno = 0;
     time_point requested_at{};  // when it was last sent or forwarded

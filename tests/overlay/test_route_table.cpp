@@ -738,6 +738,19 @@ TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
     CHECK(act.kind == kind::forward);
     CHECK(act.forward_to == c);
   }
+  SUBCASE("a request forwarded over a link that was replaced makes no other redundant") {
+    REQUIRE(t.on_request(b, {s, 11, 64}, t0).kind == kind::forward);  // to a
+    t.neighbour_up(a, t0 + 100ms);                                    // a's link replaced: queued frames lost
+    const auto act = t.on_request(c, {s, 11, 64}, t0 + 300ms);
+    CHECK(act.kind == kind::forward);
+    CHECK(act.forward_to == a);
+  }
+  SUBCASE("a request the source cannot grant holds back no answer to a real one") {
+    REQUIRE(t.on_request(b, {s, 1010, 64}, t0).kind == kind::forward);  // never answered
+    REQUIRE(t.on_request(c, {s, 11, 64}, t0 + 300ms).kind == kind::forward);
+    t.on_update(a, update({entry(s, 12, 1)}), t0 + 400ms);
+    CHECK(t.collect_triggered(t0 + 400ms) == update({entry(s, 12, 2)}));  // at once, not with the summary
+  }
   SUBCASE("a request for more than the source could grant is forwarded, but makes no other redundant") {
     REQUIRE(t.on_request(b, {s, 20, 64}, t0).kind == kind::forward);  // newest seen is 10: nobody honest asks 20
     CHECK(t.on_request(c, {s, 11, 64}, t0 + 300ms).kind == kind::forward);
