@@ -128,8 +128,7 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   if (was_reachable != reachable || (reachable && intervals_changed)) {
     routes_changed_ = true;
     static const std::vector<route_interval> none;
-    owners_.change(source, was_reachable ? s.intervals : none, reachable ? next.intervals : none);
-    if (reachable) recheck_lost_.insert(recheck_lost_.end(), next.intervals.begin(), next.intervals.end());
+    claims_changed(source, was_reachable ? s.intervals : none, reachable ? next.intervals : none);
   }
 
   // Rule 7: only reachability, metric or interval changes are worth a triggered update at once; seqno-only news
@@ -206,8 +205,7 @@ void route_table::set_local_intervals(std::vector<route_interval> intervals, tim
                                       std::vector<route_interval> in_transit) {
   note_time(now);
   auto claimed = normalised(std::move(intervals));
-  owners_.change(self_, own_intervals_, claimed);
-  recheck_lost_.insert(recheck_lost_.end(), claimed.begin(), claimed.end());
+  claims_changed(self_, own_intervals_, claimed);
   own_intervals_ = std::move(claimed);
   own_transit_ = normalised(std::move(in_transit));
   own_seqno_ = next_even_above(own_seqno_);
@@ -293,6 +291,13 @@ std::optional<time_point> route_table::unreachable_since(node_id destination) co
 
 std::optional<node_id> route_table::owner_of(std::uint64_t vnode) const {
   return owners().owner_of(vnode);
+}
+
+// Only a claim added can make part of a lost owner's record someone's: finish_mutation looks there.
+void route_table::claims_changed(node_id owner, const std::vector<route_interval>& before,
+                                 const std::vector<route_interval>& after) {
+  owners_.change(owner, before, after);
+  recheck_lost_.insert(recheck_lost_.end(), after.begin(), after.end());
 }
 
 const owner_index& route_table::owners() const {
@@ -570,7 +575,7 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
   set_timer(expiry_queue_, s.expiry_due, it->first, std::nullopt);
   if (s.next_hop) {
     routes_changed_ = true;
-    owners_.change(it->first, s.intervals, {});
+    claims_changed(it->first, s.intervals, {});
   }
   sources_.erase(it);
 }

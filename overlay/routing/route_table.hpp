@@ -487,6 +487,8 @@ class route_table {
   void forget(std::map<node_id, source_state>::iterator it);
   void drop_route(source_state& s, node_id neighbour);
   const owner_index& owners() const;  // owners_, repainted first if stale
+  void claims_changed(node_id owner, const std::vector<route_interval>& before,
+                      const std::vector<route_interval>& after);  // owners_ and recheck_lost_
   void finish_mutation();
   void note_lost(node_id source, const std::vector<route_interval>& intervals, time_point now,
                  std::vector<route_interval> given = {});
