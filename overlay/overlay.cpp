@@ -1,5 +1,7 @@
 #include "overlay/overlay.hpp"
 
+#include <utility>
+
 namespace phoenix::overlay {
 
 overlay::overlay(asio::io_context& io, overlay_config config, node_id self, deliver_fn deliver)
@@ -70,7 +72,13 @@ void overlay::on_control(connection& c, frame_type type, std::span<const std::by
       return;
   }
   if (error) return links_.drop(c, "protocol error: " + *error);
-  routing_.changed();
+  routing_input_ = true;
+}
+
+// Collected once per read rather than once per frame: the changes of every frame a neighbour sent since the
+// last read go out merged, and a burst of forwarded requests or updates costs one collection.
+void overlay::on_frames_done(connection&) {
+  if (std::exchange(routing_input_, false)) routing_.changed();
 }
 
 overlay_view overlay::view() const {

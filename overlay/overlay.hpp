@@ -225,6 +225,7 @@ class overlay final : public connection_owner {
   void on_data(connection& c, const data_head& head, phoenix::Bytes body) override;
   void on_freed(connection& c, std::uint64_t bytes) override;
   void on_control(connection& c, frame_type type, std::span<const std::byte> payload) override;
+  void on_frames_done(connection& c) override;
 
  private:
   node_id self_;
@@ -234,6 +235,7 @@ class overlay final : public connection_owner {
   overlay_config config_;
   link_manager links_;
   routing_driver routing_;
+  bool routing_input_ = false;  // a routing frame arrived since the output was last collected (on_frames_done)
   forwarder forwarder_;
   departure departure_;
 };

@@ -107,6 +107,12 @@ void connection::fail_read(std::error_code ec) { fail(ec == asio::error::eof ? "
 bool connection::take_read(std::size_t n) {
   decoder_.commit(n);
   check_large_arrived();
+  const bool ok = dispatch_all();
+  owner_.on_frames_done(*this);
+  return ok;
+}
+
+bool connection::dispatch_all() {
   frame_view f;
   for (;;) {
     const auto st = decoder_.next(f);

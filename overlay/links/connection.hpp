@@ -57,6 +57,9 @@ class connection_owner {
   // Acknowledged packets left the session: `bytes` of memory are free again (for the node's bound).
   virtual void on_freed(connection& c, std::uint64_t bytes) = 0;
   virtual void on_control(connection& c, frame_type type, std::span<const std::byte> payload) = 0;
+  // Every frame of one read was dispatched (or the connection failed among them): what they changed can go
+  // out together, in one frame per neighbour instead of one per frame that arrived.
+  virtual void on_frames_done(connection&) {}
 };
 
 struct connection_params {
@@ -165,6 +168,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::span<std::byte> read_buffer();  // where the next read goes: decoder_.prepare(), at most max_read_bytes
   void fail_read(std::error_code ec);
   bool take_read(std::size_t n);  // n bytes arrived in read_buffer(): decode and dispatch them
+  bool dispatch_all();             // every whole frame buffered; false if the connection failed or closes
   bool dispatch(frame_view& f);
   bool verify(const frame_view& f);  // the frame's tag, when frames are protected
   void check_large_arrived();        // feed what arrived of a large frame to its tag check
