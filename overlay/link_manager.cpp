@@ -371,9 +371,10 @@ void link_manager::log_link_failure(const std::string& endpoint, bool refused, u
 
 // Buffers of closed connections go back to malloc, which keeps freed heap memory for reuse: after many
 // connections closed (an attack, or a cluster that shrank), the node would stay at its peak. Once a second
-// at most, after connections went, hand what is free back to the system.
+// at most, after connections went, hand what is free back to the system. Not under ASan or TSan: they
+// replace malloc, and glibc's malloc_trim then walks arenas their allocator does not keep (it crashed in mtrim).
 void link_manager::arm_memory_trim() {
-#if defined(__GLIBC__)
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   if (trim_armed_ || stopped_) return;
   trim_armed_ = true;
   trim_timer_.expires_after(std::chrono::seconds(1));
