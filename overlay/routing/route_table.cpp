@@ -488,7 +488,15 @@ void route_table::expire(time_point now) {
     drop_neighbour_routes(n, now, false);
   }
   while (!expiry_queue_.empty() && expiry_queue_.begin()->first <= now) {
-    forget(sources_.find(expiry_queue_.begin()->second));
+    const auto it = sources_.find(expiry_queue_.begin()->second);
+    // A neighbour still has a route we cannot use: the source is alive, and its next seqno makes that route
+    // feasible, so it is kept and asked for. Forgotten, what that neighbour said would stay counted as a
+    // ghost, and this node would never hear of the source again until its entry changed.
+    if (someone_has_a_route(it->second)) {
+      set_timer(expiry_queue_, it->second.expiry_due, it->first, now + source_expiry());
+      continue;
+    }
+    forget(it);
   }
   finish_mutation();
 }
@@ -525,12 +533,15 @@ void route_table::schedule_trigger(node_id source, time_point due) {
   set_timer(trigger_queue_, slot, source, due);
 }
 
+bool route_table::someone_has_a_route(const source_state& s) {
+  return std::any_of(s.via.begin(), s.via.end(),
+                     [](const auto& v) { return v.second.metric != infinite_metric; });
+}
+
 // Rule 6 / RFC 8966 3.8.1.1: worth asking only if some neighbour has a finite route we cannot use now;
 // at most one round of requests per source per request_holdoff.
 void route_table::schedule_request(node_id source, source_state& s, time_point now) {
-  const bool someone_has_a_route =
-      std::any_of(s.via.begin(), s.via.end(), [](const auto& v) { return v.second.metric != infinite_metric; });
-  if (!someone_has_a_route) return;
+  if (!someone_has_a_route(s)) return;
   const time_point due = std::max(now + params_.request_delay, s.last_request + params_.request_holdoff);
   if (s.request_due && *s.request_due <= due) return;
   s.request_resends = 0;

@@ -487,6 +487,32 @@ TEST_CASE("route_table: unreachable sources expire, reachable ones do not") {
   CHECK_FALSE(find_entry(t.full_dump(t0 + 61s), s).has_value());
 }
 
+TEST_CASE("route_table: a source a neighbour has a route for is not forgotten while no answer comes: it is asked for until one does") {
+  route_params p = unbatched();
+  p.expiry = 60s;
+  p.full_dump_interval = 10s;
+  auto t = make_table({a, b}, p);
+  const route_update b_says = update({entry(s, 10, 3)});  // not feasible here after a's (10, 1)
+  t.on_update(a, update({entry(s, 10, 1)}), t0);
+  t.on_update(b, b_says, t0);
+  (void)t.collect_triggered(t0);  // advertised: the feasibility distance is (10, 2)
+  t.neighbour_down(a, t0 + 1s);
+  REQUIRE_FALSE(t.is_reachable(s));
+  std::size_t asked = 0;
+  time_point at = t0 + 1s;
+  for (; at < t0 + 200s; at += 1s) {  // no answer ever comes; b stays alive and says the same
+    if (at.time_since_epoch() % 20s == 0s) t.on_summary(b, summary_of(b_says.entries), at);
+    t.expire(at);
+    (void)t.collect_triggered(at);
+    asked += t.collect_requests(at).size();
+  }
+  CHECK(t.unreachable_since(s) == t0 + 1s);  // known still, not forgotten at 61 s
+  CHECK(asked >= 10);                         // and asked for all along, at most 12.8 s apart
+  CHECK(t.collect_requests(at + t.max_request_backoff()).size() == 1);
+  t.on_update(b, update({entry(s, 12, 3)}), at);  // the source's answer
+  CHECK(t.next_hop(s) == b);
+}
+
 TEST_CASE("route_table: sources are kept past the hold time of the routes we advertised for them") {
   route_params p = unbatched();
   p.expiry = 1s;  // too short to be safe: forgetting FD while a neighbour may still hold our finite route
