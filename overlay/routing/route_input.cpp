@@ -281,18 +281,20 @@ route_table::request_action route_table::on_request(node_id from, const route_re
   }
   if (r.hop_limit <= 1) return act;
   // RFC 8966 3.8.1.2: a request is redundant while one for as much that this node sent or forwarded is
-  // unanswered and recent (32 holdoffs); its answer goes on at once to every neighbour, this asker too.
+  // unanswered and recent (request_window()); its answer goes on at once to every neighbour, this asker too.
   // Where retractions come late (slow links, a node behind on its input), every node of a cut's far side asks,
   // along routes as stale as its own: forwarding each multiplied them. An asker sends at 0, 2, 6, 14 and 30
   // holdoffs (collect_requests), and a request across hundreds of slow hops is answered seconds later: a
   // window of 8 holdoffs let its third copy and every later one cross the whole path again. Links lose nothing
   // while up, so what the window delays is recovery from a request dropped beyond here by a rate limit or a
-  // route that changed: the asker's copy sent after 62 holdoffs passes. Only a copy that went where this one
+  // route that changed: the asker's resends are spaced up to twice the window, so a later one passes. The
+  // window grows with the answers' delay: a fixed 32 holdoffs let answers later than that on a one-thread
+  // ring of 1,000 bring each asker's sixth send across the path again. Only a copy that went where this one
   // would go, and at least as far, counts: a request with a hop limit too short to reach the source must not
   // silence real ones, and one whose next hop went away or changed is not on its way.
   const auto to = request_target(s, from);
   const std::uint16_t hops = static_cast<std::uint16_t>(std::min(r.hop_limit, request_hop_limit) - 1);
-  if (s.requested_seqno >= r.seqno && now < s.requested_at + params_.request_holdoff * 32 &&
+  if (s.requested_seqno >= r.seqno && now < s.requested_at + request_window() &&
       to && to == s.requested_via && hops <= s.requested_hops) {
     ++stats_.requests_limited;
     return act;
@@ -308,6 +310,7 @@ route_table::request_action route_table::on_request(node_id from, const route_re
     s.requested_at = now;
     s.requested_via = *to;
     s.requested_hops = hops;
+    s.requested_copies = static_cast<std::uint8_t>(std::min(s.requested_copies + 1, 2));
   }
   act.kind = request_action::forward;
   act.forward_to = *to;

@@ -175,7 +175,11 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   // RFC 8966 3.8.1.2: a seqno request this node sent or forwarded is satisfied: the answer goes on at once,
   // towards whoever asked, even though only the seqno changed.
   if (reachable && s.requested_seqno != 0 && s.seqno >= s.requested_seqno) {
+    if (s.requested_copies == 1 && now > s.requested_at) {
+      answer_delay_ += (now - s.requested_at - answer_delay_) / 8;
+    }
     s.requested_seqno = 0;
+    s.requested_copies = 0;
     s.trigger_pinned = true;
     schedule_trigger(source, now);
   } else if (news) {
@@ -449,6 +453,7 @@ std::vector<std::pair<node_id, route_request>> route_table::collect_requests(tim
     s.requested_at = now;
     s.requested_via = *to;
     s.requested_hops = request_hop_limit;
+    s.requested_copies = static_cast<std::uint8_t>(std::min(s.requested_copies + 1, 2));
     s.last_request = now;
     // RFC 8966 3.8.2.1: sent again if no answer comes (a request, or its answer, can be dropped by a rate limit
     // on the way), after 2, 4, 8, ... holdoffs, at most max_request_backoff() apart, while a neighbour still

@@ -44,6 +44,7 @@
 //   and whenever generation() changed, re-examine messages waiting for a route or an owner.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -193,9 +194,20 @@ class route_table {
   // How far a seqno request travels: beyond it, a path is repaired by full dumps and hold times only.
   static constexpr std::uint16_t request_hop_limit = 1024;
   // The longest wait between two resends of an unanswered seqno request (collect_requests).
+  // Twice the longest request window, so that a resend passes every window its last copy set, and at least
+  // the dump interval. 12.8 s to 25.6 s at the default holdoff.
   std::chrono::nanoseconds max_request_backoff() const {
-    return std::max<std::chrono::nanoseconds>(params_.full_dump_interval, params_.request_holdoff * 64);
+    return std::max<std::chrono::nanoseconds>(params_.full_dump_interval, request_window() * 2);
   }
+  // How long a request this node sent or forwarded makes later ones for as much redundant (on_request): twice
+  // the time its answers took (answer_delay()), at least 32 holdoffs (6.4 s) and at most 64 (12.8 s).
+  std::chrono::nanoseconds request_window() const {
+    return std::clamp<std::chrono::nanoseconds>(answer_delay_ * 2, params_.request_holdoff * 32,
+                                                params_.request_holdoff * 64);
+  }
+  // Smoothed time from a request sent or forwarded once to the update that answered it (1/8 gain, as TCP's
+  // SRTT; a request sent again is not sampled, as Karn's rule says).
+  std::chrono::nanoseconds answer_delay() const { return answer_delay_; }
 
   route_table(node_id self, route_params params, time_point now);
 
@@ -428,6 +440,7 @@ class route_table {
     time_point requested_at{};  // when it was last sent or forwarded
     std::optional<node_id> requested_via;  // the neighbour it went to then (none once that link went down)
     std::uint16_t requested_hops = 0;       // and the hop limit it went with
+    std::uint8_t requested_copies = 0;      // how often it was sent or forwarded (answer_delay samples one)
     time_point unreachable_since{};
     // DSDV settling: arrivals of the newest seqno seen, and the EWMA of first-to-best gaps.
     std::uint64_t arrival_seqno = 0;
@@ -543,6 +556,7 @@ class route_table {
   std::optional<time_point> own_raised_at_;         // last raise answering a claim
   std::optional<time_point> own_request_acted_at_;  // last seqno request for us acted on
   double request_tokens_;                           // token bucket for requests_per_second
+  std::chrono::nanoseconds answer_delay_{0};        // see answer_delay()
   time_point request_tokens_at_;
 };
 

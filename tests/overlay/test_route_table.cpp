@@ -749,7 +749,39 @@ TEST_CASE("route_table: on_request bumps, satisfies or forwards") {
     CHECK(t.on_request(c, {s, 11, 64}, t0 + 300ms).kind == kind::none);  // past the holdoff: its answer is due
     CHECK(t.on_request(c, {s, 11, 64}, t0 + 6300ms).kind == kind::none);
     CHECK(t.input_stats().requests_limited == 2);
-    CHECK(t.on_request(c, {s, 11, 64}, t0 + 6400ms).kind == kind::forward);  // 32 holdoffs on: asked again
+    CHECK(t.on_request(c, {s, 11, 64}, t0 + 6400ms).kind == kind::forward);  // the window (answers come at
+                                                                              // once here: 32 holdoffs) ended
+  }
+  SUBCASE("answers that come late widen the window, to 64 holdoffs at most, and the asker's resends with it") {
+    CHECK(t.request_window() == 6400ms);
+    CHECK(t.max_request_backoff() == 12800ms);
+    std::uint64_t seqno = 10;
+    time_point at = t0;
+    for (int k = 0; k < 30; ++k, at += 20s) {  // each answered 10 s after it was forwarded, once
+      REQUIRE(t.on_request(b, {s, seqno + 1, 64}, at).kind == kind::forward);
+      seqno += 2;
+      t.on_update(a, update({entry(s, seqno, 1)}), at + 10s);
+    }
+    CHECK(t.answer_delay() > 9s);
+    CHECK(t.request_window() == 12800ms);
+    CHECK(t.max_request_backoff() == 25600ms);
+    REQUIRE(t.on_request(b, {s, seqno + 1, 64}, at).kind == kind::forward);
+    CHECK(t.on_request(c, {s, seqno + 1, 64}, at + 12700ms).kind == kind::none);  // in the wider window
+    const auto delay = t.answer_delay();
+    CHECK(t.on_request(c, {s, seqno + 1, 64}, at + 12800ms).kind == kind::forward);
+    t.on_update(a, update({entry(s, seqno + 2, 1)}), at + 13s);  // answers one of two copies: no sample
+    CHECK(t.answer_delay() == delay);
+  }
+  SUBCASE("answers that come at once narrow it again, to 32 holdoffs at least") {
+    std::uint64_t seqno = 10;
+    for (int k = 0; k < 40; ++k) {
+      const time_point at = t0 + k * 20s;
+      REQUIRE(t.on_request(b, {s, seqno + 1, 64}, at).kind == kind::forward);
+      seqno += 2;
+      t.on_update(a, update({entry(s, seqno, 1)}), at + (k < 15 ? 10s : 10ms));
+    }
+    CHECK(t.answer_delay() < 1s);
+    CHECK(t.request_window() == 6400ms);
   }
   SUBCASE("a request whose hop limit runs out sooner makes no other redundant") {
     REQUIRE(t.on_request(b, {s, 11, 2}, t0).kind == kind::forward);  // goes one hop further, no more
