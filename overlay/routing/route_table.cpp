@@ -175,8 +175,12 @@ void route_table::apply_selection(node_id source, source_state& s, selection nex
   // RFC 8966 3.8.1.2: a seqno request this node sent or forwarded is satisfied: the answer goes on at once,
   // towards whoever asked, even though only the seqno changed.
   if (reachable && s.requested_seqno != 0 && s.seqno >= s.requested_seqno) {
-    if (s.requested_copies == 1 && now > s.requested_at) {
-      answer_delay_ += (now - s.requested_at - answer_delay_) / 8;
+    // An answer to a request older than two resend gaps is no sample (an old request answered by chance, or
+    // by a peer choosing when); samples count up to the longest window.
+    if (const auto took = now - s.requested_at;
+        s.requested_copies == 1 && took > std::chrono::nanoseconds{0} && took <= max_request_backoff() * 2) {
+      const auto sample = std::min<std::chrono::nanoseconds>(took, params_.request_holdoff * 64);
+      answer_delay_ += (sample - answer_delay_) / 8;
     }
     s.requested_seqno = 0;
     s.requested_copies = 0;
@@ -267,7 +271,7 @@ std::optional<node_id> route_table::request_target(const source_state& s, node_i
   std::optional<node_id> best;
   const neighbour_route* best_r = nullptr;
   for (const auto& [n, r] : s.via) {
-    if (n == from || r.metric == infinite_metric) continue;
+    if (n == from || local_metric(r.metric) == infinite_metric) continue;
     if (!best_r || r.seqno > best_r->seqno || (r.seqno == best_r->seqno && r.metric < best_r->metric)) {
       best = n;
       best_r = &r;
@@ -493,15 +497,7 @@ void route_table::expire(time_point now) {
     drop_neighbour_routes(n, now, false);
   }
   while (!expiry_queue_.empty() && expiry_queue_.begin()->first <= now) {
-    const auto it = sources_.find(expiry_queue_.begin()->second);
-    // A neighbour still has a route we cannot use: the source is alive, and its next seqno makes that route
-    // feasible, so it is kept and asked for. Forgotten, what that neighbour said would stay counted as a
-    // ghost, and this node would never hear of the source again until its entry changed.
-    if (someone_has_a_route(it->second)) {
-      set_timer(expiry_queue_, it->second.expiry_due, it->first, now + source_expiry());
-      continue;
-    }
-    forget(it);
+    forget(sources_.find(expiry_queue_.begin()->second));
   }
   finish_mutation();
 }
@@ -538,9 +534,10 @@ void route_table::schedule_trigger(node_id source, time_point due) {
   set_timer(trigger_queue_, slot, source, due);
 }
 
+// A route this node could use if it were feasible (metric short enough to count).
 bool route_table::someone_has_a_route(const source_state& s) {
   return std::any_of(s.via.begin(), s.via.end(),
-                     [](const auto& v) { return v.second.metric != infinite_metric; });
+                     [](const auto& v) { return local_metric(v.second.metric) != infinite_metric; });
 }
 
 // Rule 6 / RFC 8966 3.8.1.1: worth asking only if some neighbour has a finite route we cannot use now;
@@ -570,10 +567,14 @@ void route_table::forget(std::map<node_id, source_state>::iterator it) {
   // it too: otherwise the sums would differ for the moment between two expiries, the dump that fixes that
   // would bring the source back as a retraction, and nodes that forget at different times would keep bringing
   // each other's dead sources back.
+  // A route this node could use is no ghost: the source is alive, and that route was refused only by the
+  // feasibility distance forgotten now (its answer lost, or not come). Dropped from the neighbour's sums, it
+  // makes the next summary differ, and the dump that brings it back starts the source afresh.
   while (!s.via.empty()) {
     const auto first = s.via.begin();
     const auto ns = neighbours_.find(first->first);
-    if (ns != neighbours_.end() && ns->second.ghosts.size() < params_.max_sources) {
+    if (ns != neighbours_.end() && ns->second.ghosts.size() < params_.max_sources &&
+        local_metric(first->second.metric) == infinite_metric) {
       ns->second.ghosts[it->first] = {first->second.digest, first->second.dump};
       first->second.digest = 0;  // counted by the ghost now: drop_route leaves the sums as they are
     }

@@ -300,8 +300,7 @@ class route_table {
   std::vector<std::pair<node_id, route_request>> collect_requests(time_point now);  // (neighbour, request)
   time_point next_deadline() const;  // earliest time collect_output or expire has something to do
   // Drops the routes of a neighbour that said nothing for route_hold_time(), forgets sources unreachable for
-  // source_expiry() that no neighbour has a finite route for (one it has is asked for until it is feasible);
-  // raises the own seqno if a raise was held off (own_raise_holdoff).
+  // source_expiry(); raises the own seqno if a raise was held off (own_raise_holdoff).
   void expire(time_point now);
   // RFC 8966 appendix B: a route is held for 3.5 update intervals (2.8 of the longest jittered ones), here
   // from the last frame of its neighbour, which sends at least a summary per interval; at least
@@ -486,7 +485,7 @@ class route_table {
   std::optional<time_point>& trigger_slot(node_id source);
   void schedule_trigger(node_id source, time_point due);
   void schedule_request(node_id source, source_state& s, time_point now);
-  static bool someone_has_a_route(const source_state& s);  // a neighbour holds a finite route, usable or not
+  static bool someone_has_a_route(const source_state& s);  // one it could use, were it feasible
   void set_timer(timer_queue& q, std::optional<time_point>& slot, node_id source,
                  std::optional<time_point> due);
   route_entry advertise(node_id source);  // builds the entry, records the feasibility distance and the digest
