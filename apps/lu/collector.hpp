@@ -37,7 +37,7 @@ class Collector {
   Problem problem_;
   Layout layout_;
   std::int64_t start_ns_ = 0;
-  std::map<std::uint64_t, std::vector<double>> blocks_;         // final data by block (empty without check)
+  std::map<std::uint64_t, Doubles> blocks_;         // final data by block (empty without check)
   std::map<std::uint32_t, std::vector<std::uint32_t>> pivots_;  // by step
   std::uint64_t migrations_ = 0;
 };

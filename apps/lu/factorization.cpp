@@ -12,7 +12,7 @@
 namespace phoenix::apps::lu {
 namespace {
 
-constexpr std::uint32_t state_version = 1;
+constexpr std::uint32_t state_version = 2;  // 2: rows inputs column-major
 
 // How long a send refused because the node holds too many messages (PH_EAGAIN) is retried: they drain as links
 // deliver, and losing a block's input would stall the run.
@@ -37,9 +37,9 @@ void copy_into_panel(std::span<const double> block, std::vector<double>& panel, 
                      std::uint32_t m, std::uint32_t nb) {
   for (std::size_t c = 0; c < nb; ++c) std::copy_n(&block[c * nb], nb, &panel[c * m + std::size_t{at} * nb]);
 }
-std::vector<double> copy_from_panel(const std::vector<double>& panel, std::uint32_t at, std::uint32_t m,
+Doubles copy_from_panel(const std::vector<double>& panel, std::uint32_t at, std::uint32_t m,
                                     std::uint32_t nb) {
-  std::vector<double> block(std::size_t{nb} * nb);
+  Doubles block(std::size_t{nb} * nb);
   for (std::size_t c = 0; c < nb; ++c) std::copy_n(&panel[c * m + std::size_t{at} * nb], nb, &block[c * nb]);
   return block;
 }
@@ -58,10 +58,15 @@ void Factorization::start() {
   for (auto& [b, r] : records_) advance(r);
 }
 
-void Factorization::advance_arrivals() {
-  for (const std::uint64_t b : std::exchange(arrived_, {})) {
+bool Factorization::run_ready(std::chrono::nanoseconds budget) {
+  const auto until = std::chrono::steady_clock::now() + budget;
+  while (!ready_.empty()) {
+    const std::uint64_t b = ready_.front();
+    ready_.pop_front();
     if (auto it = records_.find(b); it != records_.end()) advance(it->second);
+    if (std::chrono::steady_clock::now() >= until) break;
   }
+  return !ready_.empty();
 }
 
 // --- messages in --------------------------------------------------------------------------------------------
@@ -192,15 +197,19 @@ std::optional<std::uint32_t> Factorization::sender_key(const BlockRecord& r, Inp
   return std::nullopt;
 }
 
-void Factorization::deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p) {
+void Factorization::deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p, bool now) {
   const auto from = sender_key(r, kind, *p);
-  const std::string block = "block " + std::to_string(r.index);
-  if (!from) return reject("an input " + block + " cannot have");
-  if (r.final || p->step < r.step) return reject("an input for a step " + block + " has done");
+  const auto block = [&] { return "block " + std::to_string(r.index); };
+  if (!from) return reject("an input " + block() + " cannot have");
+  if (r.final || p->step < r.step) return reject("an input for a step " + block() + " has done");
   const std::uint32_t step = p->step;
   if (!r.inputs.emplace(InputKey{kind, step, *from}, std::move(p)).second)
-    return reject("an input " + block + " already has");
-  advance(r);
+    return reject("an input " + block() + " already has");
+  if (now) {
+    advance(r);
+  } else {
+    ready_.push_back(r.index);
+  }
 }
 
 void Factorization::reject(const std::string& why) {
@@ -225,7 +234,9 @@ bool Factorization::advance_panel(BlockRecord& r) {
   const std::uint32_t k = r.step, row = layout_.row(r.index);
   if (r.stage == Stage::begin) {
     ensure_data(r);
-    send(layout_.vnode(layout_.index(k, k)), tag_panel, Payload{k, row, {}, r.data});
+    // The data goes: the factored block comes back with the row multicast and replaces it.
+    send(layout_.vnode(layout_.index(k, k)), tag_panel, Payload{k, row, {}, std::move(r.data)});
+    r.data = {};
     r.stage = Stage::sent;
   }
   if (row == k && r.stage == Stage::sent && panel_gathered(r)) {
@@ -342,33 +353,48 @@ const std::vector<RowMove>& Factorization::moves_of(std::uint32_t step, std::spa
   return moves;
 }
 
-// One message per destination block of the same column, with every row it gets from this block.
+// One message per destination block of the same column, with every row it gets from this block. Rows are
+// copied column by column: a block is column-major, and a row walked across its columns misses the cache at
+// every value.
 void Factorization::send_rows(const BlockRecord& r, const std::vector<RowMove>& moves) {
   const std::uint32_t nb = layout_.nb(), row = layout_.row(r.index), col = layout_.col(r.index);
-  std::map<std::uint32_t, Payload> out;  // by destination block row
+  std::map<std::uint32_t, std::pair<Payload, std::vector<std::uint32_t>>> out;  // by destination block row:
+                                                                                   // the payload, source rows
   for (const RowMove& move : moves) {
     if (move.src / nb != row || move.dest / nb == row) continue;
-    Payload& p = out[move.dest / nb];
+    auto& [p, sources] = out[move.dest / nb];
+    p.rows.push_back(move.dest);
+    sources.push_back(move.src % nb);
+  }
+  for (auto& [dest, entry] : out) {
+    auto& [p, sources] = entry;
+    const std::size_t n = sources.size();
     p.step = r.step;
     p.index = row;
-    p.rows.push_back(move.dest);
-    p.data.resize(p.data.size() + nb);
-    double* to = &p.data[p.data.size() - nb];
-    for (std::size_t c = 0; c < nb; ++c) to[c] = r.data[c * nb + move.src % nb];
+    p.data.resize(n * nb);
+    for (std::size_t c = 0; c < nb; ++c) {
+      const double* from = &r.data[c * nb];
+      double* to = &p.data[c * n];
+      for (std::size_t i = 0; i < n; ++i) to[i] = from[sources[i]];
+    }
+    send(layout_.vnode(layout_.index(dest, col)), tag_rows, std::move(p));
   }
-  for (const auto& [dest, p] : out) send(layout_.vnode(layout_.index(dest, col)), tag_rows, p);
 }
 
-// The new rows are gathered first (a row may be the source of another row of the same block), then written.
+// The new rows are gathered first (a row may be the source of another row of the same block), then written;
+// both column by column.
 void Factorization::apply_moves(BlockRecord& r, const std::vector<RowMove>& moves,
                                 const std::map<std::uint32_t, const Payload*>& from) {
   const std::uint32_t nb = layout_.nb(), row = layout_.row(r.index);
+  struct Source {
+    const double* column0;  // the row's value in column 0
+    std::size_t stride;     // from one column to the next
+  };
   std::vector<std::uint32_t> dests;
-  std::vector<double> rows;  // row i of the result, for dests[i]: nb values in column order
+  std::vector<Source> sources;
   for (const RowMove& move : moves) {
     if (move.dest / nb != row) continue;
-    const double* values = &r.data[move.src % nb];  // row src of this block: stride nb
-    std::size_t stride = nb;
+    Source src{&r.data[move.src % nb], nb};
     if (move.src / nb != row) {
       const Payload& p = *from.at(move.src / nb);
       const auto at = std::find(p.rows.begin(), p.rows.end(), move.dest);
@@ -376,14 +402,18 @@ void Factorization::apply_moves(BlockRecord& r, const std::vector<RowMove>& move
         reject("rows for block " + std::to_string(r.index) + " without row " + std::to_string(move.dest));
         continue;
       }
-      values = &p.data[static_cast<std::size_t>(at - p.rows.begin()) * nb];
-      stride = 1;
+      src = {&p.data[static_cast<std::size_t>(at - p.rows.begin())], p.rows.size()};
     }
     dests.push_back(move.dest % nb);
-    for (std::size_t c = 0; c < nb; ++c) rows.push_back(values[c * stride]);
+    sources.push_back(src);
   }
-  for (std::size_t i = 0; i < dests.size(); ++i)
-    for (std::size_t c = 0; c < nb; ++c) r.data[c * nb + dests[i]] = rows[i * nb + c];
+  const std::size_t n = dests.size();
+  std::vector<double> column(n);
+  for (std::size_t c = 0; c < nb; ++c) {
+    for (std::size_t i = 0; i < n; ++i) column[i] = sources[i].column0[c * sources[i].stride];
+    double* to = &r.data[c * nb];
+    for (std::size_t i = 0; i < n; ++i) to[dests[i]] = column[i];
+  }
 }
 
 // r is done: its data (if the run checks) goes to the collector, and only a small final record stays.
@@ -394,7 +424,9 @@ void Factorization::finish(BlockRecord& r, std::vector<std::uint32_t> pivots) {
   r.data = {};
   r.inputs.clear();
   ++stats_.blocks_finished;
-  send_bytes(0, tag_final, encode(f));
+  if (!collector_) return send_bytes(0, tag_final, encode(f));
+  if (!collector_->add(std::move(f))) return reject("a repeated final block");
+  if (collector_->complete()) conclude();
 }
 
 // Every block is final: the summary, then the end of the run for every node.
@@ -415,7 +447,22 @@ void Factorization::ensure_data(BlockRecord& r) const {
 
 // --- messages out -------------------------------------------------------------------------------------------
 
-void Factorization::send(vp_t dest, Tag tag, const Payload& p) { send_bytes(dest, tag, encode(p)); }
+void Factorization::send(vp_t dest, Tag tag, Payload p) {
+  if (BlockRecord* r = local_record(dest)) {
+    return deliver(*r, tag == tag_panel ? InputKind::panel : InputKind::rows,
+                   std::make_shared<const Payload>(std::move(p)), false);
+  }
+  send_bytes(dest, tag, encode(p));
+}
+
+// The record of the block at virtual node v if this node has it, else nullptr.
+BlockRecord* Factorization::local_record(vp_t v) {
+  if (!assumes(v)) return nullptr;
+  const auto b = layout_.block_at(v);
+  if (!b) return nullptr;
+  const auto it = records_.find(*b);
+  return it == records_.end() ? nullptr : &it->second;
+}
 
 void Factorization::send_bytes(vp_t dest, Tag tag, Bytes body) {
   if (auto ec = patiently([&] { return node_.send(dest, first_tag_ + tag, std::move(body)); })) {
@@ -424,11 +471,29 @@ void Factorization::send_bytes(vp_t dest, Tag tag, Bytes body) {
   }
 }
 
-void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, const Payload& p) {
-  const Bytes body = encode(p);
-  if (auto ec = patiently([&] { return multicast(node_, first_tag_ + tag, range, map, body); })) {
+// The blocks of this node get the payload itself; one multicast carries it to the others.
+void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, Payload p) {
+  const auto split = split_by_owner(node_, range, map);
+  if (!split) {
     ++stats_.send_errors;
-    lu_log()->error("multicasting to blocks [{}, {}) failed: {}", range.lo, range.hi, ec.message());
+    lu_log()->error("blocks [{}, {}) cannot be multicast to", range.lo, range.hi);
+    return;
+  }
+  const auto shared = std::make_shared<const Payload>(std::move(p));
+  if (!split->rest.empty()) {
+    const Bytes body = encode(*shared);
+    if (auto ec = patiently([&] { return multicast_runs(node_, first_tag_ + tag, split->rest, map, body); })) {
+      ++stats_.send_errors;
+      lu_log()->error("multicasting to blocks [{}, {}) failed: {}", range.lo, range.hi, ec.message());
+    }
+  }
+  const InputKind kind =
+      tag == tag_row ? InputKind::row : tag == tag_left ? InputKind::left : InputKind::column;
+  for (const IndexRange& run : split->mine) {
+    for (std::uint64_t i = run.lo; i < run.hi; ++i) {
+      const std::uint64_t b = kind == InputKind::column ? layout_.transposed(i) : i;
+      if (auto it = records_.find(b); it != records_.end()) deliver(it->second, kind, shared, false);
+    }
   }
 }
 
@@ -483,7 +548,7 @@ bool Factorization::unpack(Interval s, std::span<const std::byte> state) {
   if (collector) collector_ = std::move(collector);
   for (BlockRecord& rec : *arriving) {
     ++rec.migrations;
-    arrived_.push_back(rec.index);
+    ready_.push_back(rec.index);
     records_.emplace(rec.index, std::move(rec));
   }
   stats_.records_moved_in += arriving->size();

@@ -7,7 +7,9 @@
 // those, so records only move between messages, when none of them has anything left to run.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,8 +47,12 @@ class Factorization {
   void start();
   // One received message (any tag: foreign ones are counted as bad).
   void handle(const Message& m);
-  // Lets the records that arrived by migration since the last call run what they can.
-  void advance_arrivals();
+  // Lets records with inputs waiting run what they can, for about `budget`: inputs from records of this node
+  // (which travel as objects, not messages) and records that arrived by migration. True if some still wait:
+  // the caller then calls again without blocking in a receive. The budget keeps the node's loop turning
+  // (polls, joins, leaves) on a node whose records mostly feed each other.
+  bool run_ready(std::chrono::nanoseconds budget);
+  bool has_ready() const { return !ready_.empty(); }
 
   bool done() const { return done_; }  // "done" reached this node: the run is over
   // On the node whose collector saw the last block.
@@ -69,7 +75,8 @@ class Factorization {
   void on_done(const Message& m);
   BlockRecord* record_at(const Message& m);
   std::optional<std::uint32_t> sender_key(const BlockRecord& r, InputKind kind, const Payload& p) const;
-  void deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p);
+  // Stores an input; `now` runs the record at once (a message), else it waits in ready_ (an input from here).
+  void deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p, bool now = true);
   void reject(const std::string& why);
 
   // the block state machines
@@ -88,10 +95,11 @@ class Factorization {
   void conclude();
   void ensure_data(BlockRecord& r) const;
 
-  // messages out
-  void send(vp_t dest, Tag tag, const Payload& p);
+  // messages out: to a block of this node, the payload itself goes to the record's inputs
+  void send(vp_t dest, Tag tag, Payload p);
   void send_bytes(vp_t dest, Tag tag, Bytes body);
-  void multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, const Payload& p);
+  void multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, Payload p);
+  BlockRecord* local_record(vp_t v);
   bool assumes(vp_t v) const;
 
   Node& node_;
@@ -101,7 +109,9 @@ class Factorization {
   std::map<std::uint64_t, BlockRecord>
       records_;                         // by block index: the blocks whose virtual nodes this node assumes
   std::optional<Collector> collector_;  // if it assumes virtual node 0
-  std::vector<std::uint64_t> arrived_;  // records unpacked since advance_arrivals
+  // Records with inputs they have not looked at (from records here, or unpacked): run by run_ready. Holds
+  // indices only, so a record that leaves meanwhile takes its inputs with it and is skipped here.
+  std::deque<std::uint64_t> ready_;
   // Each step's pivots and their net row moves, computed once for all the blocks here (derived from inputs, so
   // not state: it does not move).
   std::map<std::uint32_t, std::pair<std::vector<std::uint32_t>, std::vector<RowMove>>> moves_;

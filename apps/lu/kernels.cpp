@@ -51,16 +51,19 @@ double element(const MatrixSpec& m, std::uint32_t i, std::uint32_t j) {
   return v;
 }
 
-std::vector<double> generate_block(const MatrixSpec& m, std::uint32_t nb, std::uint32_t row,
+Doubles generate_block(const MatrixSpec& m, std::uint32_t nb, std::uint32_t row,
                                    std::uint32_t col) {
-  std::vector<double> out(std::size_t{nb} * nb);
+  Doubles out(std::size_t{nb} * nb);
   for (std::uint32_t c = 0; c < nb; ++c)
     for (std::uint32_t r = 0; r < nb; ++r)
       out[std::size_t{c} * nb + r] = element(m, row * nb + r, col * nb + c);
   return out;
 }
 
-std::vector<double> generate_matrix(const MatrixSpec& m) { return generate_block(m, m.n, 0, 0); }
+std::vector<double> generate_matrix(const MatrixSpec& m) {
+  const Doubles a = generate_block(m, m.n, 0, 0);
+  return {a.begin(), a.end()};
+}
 
 // --- block kernels ------------------------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "apps/lu/block_memory.hpp"
+
 namespace phoenix::apps::lu {
 
 // OpenBLAS on the calling process's threads only: node processes share the machine's cores.
@@ -25,7 +27,7 @@ struct MatrixSpec {
 };
 double element(const MatrixSpec& m, std::uint32_t i, std::uint32_t j);
 // Block (row, col) of size nb×nb, column-major.
-std::vector<double> generate_block(const MatrixSpec& m, std::uint32_t nb, std::uint32_t row, std::uint32_t col);
+Doubles generate_block(const MatrixSpec& m, std::uint32_t nb, std::uint32_t row, std::uint32_t col);
 // All of A, column-major.
 std::vector<double> generate_matrix(const MatrixSpec& m);
 

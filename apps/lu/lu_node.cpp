@@ -52,9 +52,9 @@ End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
       last_poll = now;
     }
     auto m = node.try_recv(any_tag);
-    if (!m) m = node.recv_for(any_tag, idle_wait);
+    if (!m && !lu.has_ready()) m = node.recv_for(any_tag, idle_wait);
     if (m) lu.handle(*m);
-    lu.advance_arrivals();
+    lu.run_ready(poll_interval);
   }
 }
 

@@ -32,7 +32,7 @@ bool read_rows(ByteReader& r, std::vector<std::uint32_t>& rows) {
 
 void write_doubles(ByteWriter& w, std::span<const double> v) { w.bytes(std::as_bytes(v)); }
 
-bool read_doubles(ByteReader& r, std::vector<double>& v) {
+bool read_doubles(ByteReader& r, Doubles& v) {
   Bytes raw;
   if (!r.bytes(raw) || raw.size() % sizeof(double) != 0) return false;
   v.resize(raw.size() / sizeof(double));

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "apps/lu/block_memory.hpp"
 #include "apps/steal/byte_codec.hpp"
 
 namespace phoenix::apps::lu {
@@ -22,13 +23,13 @@ namespace phoenix::apps::lu {
 //   row:    step k, index = block row I, rows = pivots, data = factored block (I, k)  -> row I, J in [k, B)
 //   left:   step k, index = block row I, rows = pivots                 -> row I, J in [0, k)
 //   column: step k, index = block column J, data = U_kJ               -> column J, I in (k, B)
-//   rows:   step k, index = source block row, rows = destination rows, data = those rows (nb values each, in
-//           column order)                                             -> one block of the same column
+//   rows:   step k, index = source block row, rows = destination rows, data = those rows, column-major (for
+//           each of the nb columns, one value per row in the order of rows)  -> one block of the same column
 struct Payload {
   std::uint32_t step = 0;
   std::uint32_t index = 0;
   std::vector<std::uint32_t> rows;
-  std::vector<double> data;
+  Doubles data;
   friend bool operator==(const Payload&, const Payload&) = default;
 };
 
@@ -37,12 +38,12 @@ struct FinalBlock {
   std::uint64_t block = 0;
   std::uint32_t migrations = 0;       // times the block's record moved to another node
   std::vector<std::uint32_t> pivots;  // the diagonal block's step's pivots (partial pivoting), else empty
-  std::vector<double> data;
+  Doubles data;
   friend bool operator==(const FinalBlock&, const FinalBlock&) = default;
 };
 
 void write_doubles(ByteWriter& w, std::span<const double> v);
-bool read_doubles(ByteReader& r, std::vector<double>& v);
+bool read_doubles(ByteReader& r, Doubles& v);
 
 Bytes encode(const Payload& p);
 std::optional<Payload> decode_payload(std::span<const std::byte> b);

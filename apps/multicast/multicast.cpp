@@ -220,6 +220,21 @@ std::error_code multicast(Node& node, int tag, IndexRange r, const VnodeMap& map
   return node.send(middle, tag, encode(one, payload));
 }
 
+std::optional<IndexSplit> split_by_owner(const Node& node, IndexRange r, const VnodeMap& map) {
+  if (r.lo > r.hi || !map.f) return std::nullopt;
+  if (r.empty()) return IndexSplit{};
+  const Runs one{r};
+  std::optional<Split> s = split(node, one, map);
+  if (!s) return std::nullopt;
+  return IndexSplit{std::move(s->mine), std::move(s->rest)};
+}
+
+std::error_code multicast_runs(Node& node, int tag, std::span<const IndexRange> runs, const VnodeMap& map,
+                               std::span<const std::byte> payload) {
+  if (!map.f) return make_error_code(PH_EINVAL);
+  return forward(node, tag, runs, payload, map);
+}
+
 std::optional<MulticastDelivery> accept_multicast(Node& node, const Message& m, const VnodeMap& map) {
   if (!map.f) return std::nullopt;
   std::optional<Decoded> d = decode(m.bytes());

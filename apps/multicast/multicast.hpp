@@ -77,6 +77,19 @@ inline constexpr std::chrono::milliseconds forward_patience{10'000};
 std::error_code multicast(Node& node, int tag, IndexRange r, const VnodeMap& map,
                           std::span<const std::byte> payload);
 
+// A sender that holds the payload as an object can hand it to its own indices without encoding it: it splits
+// the range by owner, uses `mine` itself, and multicasts `rest` (which holds no index this node assumes).
+struct IndexSplit {
+  std::vector<IndexRange> mine;  // in increasing order
+  std::vector<IndexRange> rest;
+};
+// nullopt, as multicast() returns PH_EINVAL, for a range its receivers would refuse.
+std::optional<IndexSplit> split_by_owner(const Node& node, IndexRange r, const VnodeMap& map);
+// As multicast(), for disjoint runs in increasing order (split_by_owner's rest): at most two messages, each
+// with half of the runs, as accept_multicast sends a remainder on. Sends nothing for no runs.
+std::error_code multicast_runs(Node& node, int tag, std::span<const IndexRange> runs, const VnodeMap& map,
+                               std::span<const std::byte> payload);
+
 // What one received multicast message means for this node.
 struct MulticastDelivery {
   std::vector<IndexRange> mine;        // the indices this node handles, in increasing order; empty when the

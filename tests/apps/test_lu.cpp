@@ -78,8 +78,8 @@ struct OneNode {
 bool run_until_done(Node& node, Factorization& f, std::chrono::seconds limit = 60s) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!f.done() && std::chrono::steady_clock::now() < deadline) {
-    if (auto m = node.recv_for(any_tag, 10ms)) f.handle(*m);
-    f.advance_arrivals();
+    if (auto m = f.has_ready() ? node.try_recv(any_tag) : node.recv_for(any_tag, 10ms)) f.handle(*m);
+    f.run_ready(2ms);
   }
   return f.done();
 }
@@ -293,7 +293,7 @@ TEST_CASE("lu: block records with buffered inputs travel whole, and a shared inp
   CHECK(a2.data == a.data);
   REQUIRE(a2.inputs.size() == 2);
   CHECK(*a2.input(InputKind::row, 1) == *shared);
-  CHECK(a2.input(InputKind::rows, 1, 2)->data == std::vector<double>{7, 8});
+  CHECK(a2.input(InputKind::rows, 1, 2)->data == Doubles{7, 8});
   CHECK((*back)[1].final);
   CHECK((*back)[1].input(InputKind::row, 1) == a2.input(InputKind::row, 1));  // one payload for both
 
@@ -313,7 +313,7 @@ TEST_CASE("lu: the collector refuses blocks it cannot have and counts the rest o
   const auto layout = Layout::make(32, 16, L);
   REQUIRE(layout);
   Collector c(problem, *layout, 0);
-  const std::vector<double> block(16 * 16, 0.5);
+  const Doubles block(16 * 16, 0.5);
   CHECK_FALSE(c.add(FinalBlock{4, 0, {}, block}));    // no such block
   CHECK_FALSE(c.add(FinalBlock{1, 0, {}, {1.0}}));    // wrong size
   CHECK_FALSE(c.add(FinalBlock{1, 0, {16}, block}));  // pivots off the diagonal
@@ -438,7 +438,7 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
   f.start();
   const std::byte junk[5]{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}};
   const vp_t diagonal = layout->vnode(0), other = layout->vnode(1);
-  const std::vector<double> block(16 * 16, 1.0);
+  const Doubles block(16 * 16, 1.0);
 
   std::vector<Message> bad;
   for (int t = 0; t <= 7; ++t) bad.emplace_back(diagonal, 1, tag + t, Bytes(junk, junk + 5));

@@ -234,6 +234,35 @@ TEST_CASE("multicast: a node assuming two intervals handles both runs from one m
   CHECK(out.handled[0] == std::vector<IndexRange>{{0, 256}, {512, 768}});
 }
 
+TEST_CASE("multicast: a sender that keeps its own indices sends the rest on, and every other index reaches its owner once") {
+  line_cluster c(line_cluster::equal_shares(4));
+  constexpr std::uint64_t K = 7;
+  const VnodeMap map{[](std::uint64_t j) { return K * j % L; }, false};
+  const IndexRange r{100, 400};
+  const auto split = phoenix::apps::split_by_owner(*c.nodes[1], r, map);
+  REQUIRE(split);
+  std::uint64_t kept = 0;
+  for (const auto& run : split->mine) {
+    for (std::uint64_t j = run.lo; j < run.hi; ++j) CHECK(c.owner_of(map.f(j)) == 1);
+    kept += run.size();
+  }
+  CHECK(kept > 0);
+  REQUIRE_FALSE(phoenix::apps::multicast_runs(*c.nodes[1], tag, split->rest, map, as_bytes(std::string("q"))));
+  const outcome out = collect(c, map, r.size() - kept, "q");
+  CHECK(out.deliveries[1] == 0);  // nothing of node 1's comes back to it
+  std::uint64_t handled = 0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    for (const auto& h : out.handled[i]) {
+      for (std::uint64_t j = h.lo; j < h.hi; ++j) CHECK(c.owner_of(map.f(j)) == i);
+      handled += h.size();
+    }
+  }
+  CHECK(handled == r.size() - kept);
+  // A range the receivers would refuse is refused here too.
+  const VnodeMap identity{[](std::uint64_t j) { return j; }, true};
+  CHECK_FALSE(phoenix::apps::split_by_owner(*c.nodes[1], {0, L + 1}, identity));
+}
+
 TEST_CASE("multicast: a receiver whose virtual nodes moved away sends everything on to their new owner") {
   line_cluster c({{{0, 512}}, {{512, 1024}}});
   Node& a = *c.nodes[0];

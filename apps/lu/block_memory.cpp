@@ -1,0 +1,107 @@
+// apps/lu/block_memory.cpp — see block_memory.hpp.
+#include "apps/lu/block_memory.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace phoenix::apps::lu {
+namespace {
+
+constexpr std::size_t size_class = std::size_t{64} << 10;  // sizes are rounded up to a multiple
+// Smaller: malloc. Under AddressSanitizer everything is, so that it sees every buffer's bounds and lifetime.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t pooled_from = static_cast<std::size_t>(-1);
+#else
+constexpr std::size_t pooled_from = size_class;
+#endif
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+constexpr std::size_t arena_bytes = std::size_t{64} << 20;  // mapped at a time (more for a larger buffer)
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+class Pool {
+ public:
+  void* allocate(std::size_t bytes) {
+    const std::size_t size = round_up(bytes, size_class);
+    std::lock_guard lock(mutex_);
+    if (auto& list = free_[size]; !list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      free_bytes_ -= size;
+      return p;
+    }
+    if (size > arena_end_ - arena_next_) map_arena(size);
+    void* p = reinterpret_cast<void*>(arena_next_);
+    arena_next_ += size;
+    return p;
+  }
+
+  void free(void* p, std::size_t bytes) {
+    const std::size_t size = round_up(bytes, size_class);
+    std::lock_guard lock(mutex_);
+    try {
+      free_[size].push_back(p);
+      free_bytes_ += size;
+    } catch (const std::bad_alloc&) {
+      // No memory to note it in: the buffer stays mapped, unused (freeing must not throw).
+    }
+  }
+
+  BlockMemoryStats stats() {
+    std::lock_guard lock(mutex_);
+    return {mapped_bytes_, free_bytes_};
+  }
+
+ private:
+  // A new arena, aligned to a huge page so that all of it can be one (the rest of the old one is left unused).
+  void map_arena(std::size_t at_least) {
+    const std::size_t bytes = round_up(std::max(at_least, arena_bytes), huge_page);
+    void* m = ::mmap(nullptr, bytes + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    const auto start = reinterpret_cast<std::uintptr_t>(m);
+    const std::uintptr_t aligned = round_up(start, huge_page);
+    if (aligned > start) ::munmap(m, aligned - start);
+    if (const std::uintptr_t end = start + bytes + huge_page; end > aligned + bytes)
+      ::munmap(reinterpret_cast<void*>(aligned + bytes), end - (aligned + bytes));
+    ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);  // a hint: without it, 4 KiB pages
+    arena_next_ = aligned;
+    arena_end_ = aligned + bytes;
+    mapped_bytes_ += bytes;
+  }
+
+  std::mutex mutex_;
+  std::map<std::size_t, std::vector<void*>> free_;  // by size class
+  std::uintptr_t arena_next_ = 0, arena_end_ = 0;
+  std::size_t mapped_bytes_ = 0, free_bytes_ = 0;
+};
+
+// Never destroyed: buffers may be freed by static destructors after main.
+Pool& pool() {
+  static Pool* p = new Pool;
+  return *p;
+}
+
+}  // namespace
+
+void* block_memory_allocate(std::size_t bytes) {
+  if (bytes < pooled_from) {
+    if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+    throw std::bad_alloc();
+  }
+  return pool().allocate(bytes);
+}
+
+void block_memory_free(void* p, std::size_t bytes) {
+  if (!p) return;
+  if (bytes < pooled_from) return std::free(p);
+  pool().free(p, bytes);
+}
+
+BlockMemoryStats block_memory_stats() { return pool().stats(); }
+
+}  // namespace phoenix::apps::lu

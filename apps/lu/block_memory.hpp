@@ -1,0 +1,50 @@
+// apps/lu/block_memory.hpp — where the LU application's matrix data lives. Buffers of 64 KiB and more (blocks,
+// the rows of an interchange) come from a process-wide pool backed by transparent huge pages, and go back to it
+// when freed, for the next buffer of their size class; smaller ones come from malloc.
+//
+// Why: blocks are generated when first needed (records that have not started move cheaply), so a run touches
+// the whole matrix for the first time while it is timed, and on 4 KiB pages that first touch cost a fault per
+// page: 48,000 faults and a fifth of a 1-process run at N = 4096 (docs/lu.md, "Where the time goes"). On huge
+// pages it is one fault per 2 MiB, and a freed block is reused instead of unmapped and faulted in again.
+//
+// The pool keeps what it was given until the process ends: at most the peak of each size class (sizes are
+// rounded up to 64 KiB, so a block size has one class and interchange rows a few). Threads: any (a mutex).
+#pragma once
+
+#include <cstddef>
+#include <new>
+#include <vector>
+
+namespace phoenix::apps::lu {
+
+void* block_memory_allocate(std::size_t bytes);    // throws std::bad_alloc
+void block_memory_free(void* p, std::size_t bytes);  // bytes as allocated
+
+// What the pool holds: mapped in all, and free for reuse now.
+struct BlockMemoryStats {
+  std::size_t mapped_bytes = 0;
+  std::size_t free_bytes = 0;
+};
+BlockMemoryStats block_memory_stats();
+
+template <class T>
+struct BlockAllocator {
+  using value_type = T;
+  BlockAllocator() = default;
+  template <class U>
+  BlockAllocator(const BlockAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(block_memory_allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) { block_memory_free(p, n * sizeof(T)); }
+  template <class U>
+  friend bool operator==(const BlockAllocator&, const BlockAllocator<U>&) {
+    return true;
+  }
+};
+
+// Matrix data: a block (nb² values, column-major), a panel's part, interchanged rows.
+using Doubles = std::vector<double, BlockAllocator<double>>;
+
+}  // namespace phoenix::apps::lu
