@@ -40,7 +40,7 @@ struct BlockRecord {
   bool final = false;
   std::uint32_t migrations = 0;  // times this record moved to another node
   // nb×nb, column-major. Empty until first needed (it is generated then: a record that has not started moves
-  // cheaply) and once final (the data went to the collector).
+  // cheaply), while a panel block's data is at the diagonal, and once final (the data went to the collector).
   Doubles data;
   // Shared: one multicast message feeds every block of a node in its row or column.
   std::map<InputKey, std::shared_ptr<const Payload>> inputs;

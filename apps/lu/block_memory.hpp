@@ -4,8 +4,9 @@
 //
 // Why: blocks are generated when first needed (records that have not started move cheaply), so a run touches
 // the whole matrix for the first time while it is timed, and on 4 KiB pages that first touch cost a fault per
-// page: 48,000 faults and a fifth of a 1-process run at N = 4096 (docs/lu.md, "Where the time goes"). On huge
-// pages it is one fault per 2 MiB, and a freed block is reused instead of unmapped and faulted in again.
+// page: 48,000 faults and a fifth of a 1-process run at N = 4096 (docs/lu.md, "Block memory"). On huge pages it
+// is one fault per 2 MiB, and a freed block is reused instead of unmapped and faulted in again. Blocks of
+// less than 64 KiB (nb < 91) come from malloc.
 //
 // The pool keeps what it was given until the process ends: at most the peak of each size class (sizes are
 // rounded up to 64 KiB, so a block size has one class and interchange rows a few). Threads: any (a mutex).

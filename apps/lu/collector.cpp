@@ -2,6 +2,7 @@
 #include "apps/lu/collector.hpp"
 
 #include <chrono>
+#include <utility>
 
 namespace phoenix::apps::lu {
 
@@ -51,6 +52,16 @@ double Collector::residual() const {
   for (std::uint32_t i = 0; i < n; ++i) pivots[i] = i;
   for (const auto& [step, rows] : pivots_)
     for (std::uint32_t i = 0; i < nb; ++i) pivots[step * nb + i] = rows[i];
+  // L's blocks came final after their own step: every later step's interchanges are applied to the columns
+  // left of it here, in order, as LAPACK's dgetrf applies them at each step (dlaswp).
+  for (const auto& [step, rows] : pivots_) {
+    const std::size_t left = std::size_t{step} * nb;
+    for (std::uint32_t i = 0; i < nb; ++i) {
+      const std::size_t a = left + i, b = rows[i];
+      if (a == b) continue;
+      for (std::size_t c = 0; c < left; ++c) std::swap(lu[c * n + a], lu[c * n + b]);
+    }
+  }
   return relative_residual(generate_matrix(matrix_of(problem_)), lu, pivots, n);
 }
 

@@ -12,7 +12,6 @@
 namespace phoenix::apps::lu {
 namespace {
 
-constexpr std::uint32_t state_version = 2;  // 2: rows inputs column-major
 
 // How long a send refused because the node holds too many messages (PH_EAGAIN) is retried: they drain as links
 // deliver, and losing a block's input would stall the run.
@@ -79,8 +78,6 @@ void Factorization::handle(const Message& m) {
       return on_direct(m, InputKind::rows);
     case tag_row:
       return on_multicast(m, InputKind::row, layout_.by_row());
-    case tag_left:
-      return on_multicast(m, InputKind::left, layout_.by_row());
     case tag_column:
       return on_multicast(m, InputKind::column, layout_.by_column());
     case tag_final:
@@ -96,6 +93,7 @@ void Factorization::handle(const Message& m) {
 void Factorization::on_direct(const Message& m, InputKind kind) {
   BlockRecord* r = record_at(m);
   if (!r) return;
+  if (m.bytes().size() > max_payload_bytes()) return reject("an oversized message for a block");
   auto p = decode_payload(m.bytes());
   if (!p) return reject("a malformed message for block " + std::to_string(r->index));
   deliver(*r, kind, std::make_shared<const Payload>(std::move(*p)));
@@ -110,6 +108,7 @@ void Factorization::on_multicast(const Message& m, InputKind kind, const VnodeMa
     lu_log()->error("forwarding a multicast failed: {}", d->forward_error.message());
   }
   if (d->mine.empty()) return;
+  if (d->payload.size() > max_payload_bytes()) return reject("an oversized multicast");
   auto p = decode_payload(d->payload);
   if (!p) return reject("a multicast with a malformed payload");
   const auto shared = std::make_shared<const Payload>(std::move(*p));
@@ -178,10 +177,8 @@ std::optional<std::uint32_t> Factorization::sender_key(const BlockRecord& r, Inp
       if (p.index != row || row < k || col < k || !pivots_ok || p.data.size() != block_size)
         return std::nullopt;
       return 0;
-    case InputKind::left:
-      if (!problem_.pivoting || p.index != row || col >= k || row < k || !pivots_ok || !p.data.empty())
-        return std::nullopt;
-      return 0;
+    case InputKind::left:  // no longer sent: the collector applies interchanges left of a step
+      return std::nullopt;
     case InputKind::column:
       if (p.index != col || row <= k || col <= k || !p.rows.empty() || p.data.size() != block_size)
         return std::nullopt;
@@ -223,7 +220,8 @@ void Factorization::reject(const std::string& why) {
 void Factorization::advance(BlockRecord& r) {
   while (!r.final) {
     const std::uint32_t col = layout_.col(r.index);
-    const bool next = col == r.step ? advance_panel(r) : col > r.step ? advance_trailing(r) : advance_left(r);
+    // A block is final once its column's panel is factored: no record is ever left of its step.
+    const bool next = col == r.step ? advance_panel(r) : advance_trailing(r);
     if (!next) return;
   }
 }
@@ -246,12 +244,9 @@ bool Factorization::advance_panel(BlockRecord& r) {
   const Payload* factored = r.input(InputKind::row, k);
   if (!factored) return false;
   r.data = factored->data;
-  if (row == k || !problem_.pivoting) {
-    finish(r, row == k ? factored->rows : std::vector<std::uint32_t>{});
-    return false;
-  }
-  r.next_step();
-  return true;
+  // Final now, also with pivoting: later steps' interchanges of these rows are applied by the collector.
+  finish(r, row == k ? factored->rows : std::vector<std::uint32_t>{});
+  return false;
 }
 
 // Block (I, J), J > k, at step k: interchanges, then the solve (I = k, which makes it final) or the update.
@@ -274,19 +269,6 @@ bool Factorization::advance_trailing(BlockRecord& r) {
   if (!u) return false;
   subtract_product(r.data, l->data, u->data, layout_.nb());
   stats_.flops += update_flops(layout_.nb());
-  r.next_step();
-  return true;
-}
-
-// Block (I, J), J < k <= I, at step k (with pivoting only): the step's interchanges; final after step I.
-bool Factorization::advance_left(BlockRecord& r) {
-  const std::uint32_t k = r.step;
-  const Payload* pivots = r.input(InputKind::left, k);
-  if (!pivots || !interchange(r, pivots->rows)) return false;
-  if (k == layout_.row(r.index)) {
-    finish(r, {});
-    return false;
-  }
   r.next_step();
   return true;
 }
@@ -316,8 +298,6 @@ void Factorization::factor(const BlockRecord& diagonal) {
     const std::uint64_t first = layout_.index(row, 0);
     multicast_payload(tag_row, IndexRange{first + k, first + side}, layout_.by_row(),
                       Payload{k, row, pivots, copy_from_panel(panel, row - k, m, nb)});
-    if (problem_.pivoting)
-      multicast_payload(tag_left, IndexRange{first, first + k}, layout_.by_row(), Payload{k, row, pivots, {}});
   }
 }
 
@@ -447,6 +427,13 @@ void Factorization::ensure_data(BlockRecord& r) const {
 
 // --- messages out -------------------------------------------------------------------------------------------
 
+// The largest payload a block can be sent (rows: at most nb, with nb values each; a block: nb² values): a
+// bigger one is refused before it is decoded, so that a peer chooses no buffer size.
+std::size_t Factorization::max_payload_bytes() const {
+  const std::size_t nb = layout_.nb();
+  return 3 * sizeof(std::uint32_t) + nb * sizeof(std::uint32_t) + sizeof(std::uint64_t) + nb * nb * sizeof(double);
+}
+
 void Factorization::send(vp_t dest, Tag tag, Payload p) {
   if (BlockRecord* r = local_record(dest)) {
     return deliver(*r, tag == tag_panel ? InputKind::panel : InputKind::rows,
@@ -482,17 +469,22 @@ void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap&
   const auto shared = std::make_shared<const Payload>(std::move(p));
   if (!split->rest.empty()) {
     const Bytes body = encode(*shared);
-    if (auto ec = patiently([&] { return multicast_runs(node_, first_tag_ + tag, split->rest, map, body); })) {
+    // multicast_runs waits out PH_EAGAIN itself, message by message: retrying here could send a half twice.
+    if (auto ec = multicast_runs(node_, first_tag_ + tag, split->rest, map, body)) {
       ++stats_.send_errors;
       lu_log()->error("multicasting to blocks [{}, {}) failed: {}", range.lo, range.hi, ec.message());
     }
   }
-  const InputKind kind =
-      tag == tag_row ? InputKind::row : tag == tag_left ? InputKind::left : InputKind::column;
+  const InputKind kind = tag == tag_row ? InputKind::row : InputKind::column;
   for (const IndexRange& run : split->mine) {
     for (std::uint64_t i = run.lo; i < run.hi; ++i) {
       const std::uint64_t b = kind == InputKind::column ? layout_.transposed(i) : i;
-      if (auto it = records_.find(b); it != records_.end()) deliver(it->second, kind, shared, false);
+      auto it = records_.find(b);
+      if (it == records_.end()) {
+        reject("a multicast for block " + std::to_string(b) + ", which is not here");
+        continue;
+      }
+      deliver(it->second, kind, shared, false);
     }
   }
 }
@@ -524,6 +516,14 @@ std::optional<Bytes> Factorization::pack(Interval s) {
   return std::move(w).take();
 }
 
+// A record without data is final, not started (its block is generated when first needed), or a panel block
+// whose data went to the diagonal (the factored block replaces it). Any other would compute on the original
+// matrix, or on nothing.
+bool Factorization::may_be_empty(const BlockRecord& r) const {
+  if (r.step == 0 && r.stage == Stage::begin) return true;
+  return layout_.col(r.index) == r.step && r.stage != Stage::begin;
+}
+
 // Checks everything before taking anything: a malformed state changes nothing.
 bool Factorization::unpack(Interval s, std::span<const std::byte> state) {
   ByteReader r(state);
@@ -542,7 +542,7 @@ bool Factorization::unpack(Interval s, std::span<const std::byte> state) {
   for (const BlockRecord& rec : *arriving) {
     if (rec.index >= layout_.blocks() || !s.contains(layout_.vnode(rec.index)) ||
         records_.contains(rec.index) || !seen.insert(rec.index).second ||
-        (!rec.final && rec.step >= layout_.per_side()))
+        (!rec.final && rec.step >= layout_.per_side()) || (!rec.final && rec.data.empty() && !may_be_empty(rec)))
       return false;
   }
   if (collector) collector_ = std::move(collector);

@@ -3,8 +3,9 @@
 // of every message; the pack/unpack handlers that move records with their virtual nodes.
 //
 // Threads: one application thread calls everything here. The constructor installs the node's state handlers,
-// which run on that thread inside Node::recv, try_recv, recv_for, poll, join and leave; handle() never calls
-// those, so records only move between messages, when none of them has anything left to run.
+// which run on that thread inside Node::recv, try_recv, recv_for, poll, join and leave; handle() and
+// run_ready() never call those, so records only move between calls, with the inputs they hold (some perhaps
+// not looked at yet: run_ready).
 #pragma once
 
 #include <chrono>
@@ -37,6 +38,8 @@ struct LuStats {
 class Factorization {
  public:
   static constexpr int default_first_tag = 3000;  // tags first_tag .. first_tag + 6
+  // Of pack's state (2: rows inputs column-major; 3: no interchanges left of the panel): unpack takes its own.
+  static constexpr std::uint32_t state_version = 3;
 
   Factorization(Node& node, const Problem& problem, const Layout& layout, int first_tag = default_first_tag);
   Factorization(const Factorization&) = delete;
@@ -66,6 +69,8 @@ class Factorization {
   bool unpack(Interval s, std::span<const std::byte> state);
 
  private:
+  // tag_left is no longer sent (the collector applies the interchanges left of each step); a message with it
+  // is refused like any foreign tag.
   enum Tag : int { tag_panel = 0, tag_row, tag_left, tag_column, tag_rows, tag_final, tag_done };
 
   // messages in
@@ -83,7 +88,6 @@ class Factorization {
   void advance(BlockRecord& r);
   bool advance_panel(BlockRecord& r);
   bool advance_trailing(BlockRecord& r);
-  bool advance_left(BlockRecord& r);
   bool panel_gathered(const BlockRecord& diagonal) const;
   void factor(const BlockRecord& diagonal);
   bool interchange(BlockRecord& r, std::span<const std::uint32_t> pivots);
@@ -94,6 +98,7 @@ class Factorization {
   void finish(BlockRecord& r, std::vector<std::uint32_t> pivots);
   void conclude();
   void ensure_data(BlockRecord& r) const;
+  bool may_be_empty(const BlockRecord& r) const;
 
   // messages out: to a block of this node, the payload itself goes to the record's inputs
   void send(vp_t dest, Tag tag, Payload p);
@@ -101,6 +106,7 @@ class Factorization {
   void multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, Payload p);
   BlockRecord* local_record(vp_t v);
   bool assumes(vp_t v) const;
+  std::size_t max_payload_bytes() const;
 
   Node& node_;
   Problem problem_;

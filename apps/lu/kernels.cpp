@@ -60,9 +60,12 @@ Doubles generate_block(const MatrixSpec& m, std::uint32_t nb, std::uint32_t row,
   return out;
 }
 
+// Plain memory, not the block pool: the whole matrix is for the check and the sequential baseline.
 std::vector<double> generate_matrix(const MatrixSpec& m) {
-  const Doubles a = generate_block(m, m.n, 0, 0);
-  return {a.begin(), a.end()};
+  std::vector<double> out(std::size_t{m.n} * m.n);
+  for (std::uint32_t c = 0; c < m.n; ++c)
+    for (std::uint32_t r = 0; r < m.n; ++r) out[std::size_t{c} * m.n + r] = element(m, r, c);
+  return out;
 }
 
 // --- block kernels ------------------------------------------------------------------------------------------

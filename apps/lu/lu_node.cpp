@@ -22,6 +22,7 @@ constexpr auto idle_wait = 5ms;  // blocking receive when nothing is queued
 // try_recv returns a queued message without running migration steps, and a busy node always has messages
 // queued (its blocks send to each other): poll now and then, so that a join or leave is not held up.
 constexpr auto poll_interval = 2ms;
+constexpr int max_messages_per_turn = 64;  // then the node's own ready records, and a poll
 // A leave is tried for a while, then messages are handled before the next try: near the end the neighbours may
 // already have stopped, and the "done" that ends this node's run too is waiting in its queue. (A transfer still
 // under way when a try times out goes on, and the next try sees it end.)
@@ -51,9 +52,17 @@ End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
       node.poll();
       last_poll = now;
     }
-    auto m = node.try_recv(any_tag);
-    if (!m && !lu.has_ready()) m = node.recv_for(any_tag, idle_wait);
-    if (m) lu.handle(*m);
+    // Messages first (other processes' blocks, multicasts to forward, wait on them), then this node's own.
+    int handled = 0;
+    while (handled < max_messages_per_turn) {
+      auto m = node.try_recv(any_tag);
+      if (!m) break;
+      lu.handle(*m);
+      ++handled;
+    }
+    if (handled == 0 && !lu.has_ready()) {
+      if (auto m = node.recv_for(any_tag, idle_wait)) lu.handle(*m);
+    }
     lu.run_ready(poll_interval);
   }
 }

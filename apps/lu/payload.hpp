@@ -21,7 +21,6 @@ namespace phoenix::apps::lu {
 // A message between blocks, by tag (factorization.hpp):
 //   panel:  step k, index = block row I, data = block (I, k)          -> the diagonal block (k, k)
 //   row:    step k, index = block row I, rows = pivots, data = factored block (I, k)  -> row I, J in [k, B)
-//   left:   step k, index = block row I, rows = pivots                 -> row I, J in [0, k)
 //   column: step k, index = block column J, data = U_kJ               -> column J, I in (k, B)
 //   rows:   step k, index = source block row, rows = destination rows, data = those rows, column-major (for
 //           each of the nb columns, one value per row in the order of rows)  -> one block of the same column

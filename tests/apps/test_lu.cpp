@@ -458,6 +458,8 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
   bad.emplace_back(5, 1, tag + 5, encode(FinalBlock{0, 0, {}, block}));      // a final block not sent to 0
   bad.emplace_back(0, 1, tag + 5, encode(FinalBlock{0, 0, {}, block}));      // the diagonal without pivots
   bad.emplace_back(diagonal, 1, tag - 1, Bytes(junk, junk + 5));             // not an LU tag
+  const Doubles big(17 * 16, 1.0);
+  bad.emplace_back(diagonal, 1, tag, encode(Payload{0, 1, {}, big}));  // more than a block: refused undecoded
   for (const Message& m : bad) f.handle(m);
   CHECK(f.stats().bad_messages == bad.size());
 
@@ -466,4 +468,35 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
   CHECK(f.records() == layout->blocks());
   REQUIRE(run_until_done(one.node, f));  // and the run goes on as if nothing happened
   CHECK(f.result()->passed);
+}
+
+TEST_CASE("lu: a record that moves without its data is taken only where none is right: not started, its panel part sent, or final") {
+  OneNode one;
+  const Problem problem{64, 16, true, 7, true};
+  const auto layout = Layout::make(problem.n, problem.block, L);
+  REQUIRE(layout);
+  Factorization f(one.node, problem, *layout);
+  const auto state_of = [](const BlockRecord& rec) {
+    ByteWriter w;
+    w.u32(Factorization::state_version);
+    w.u8(0);  // no collector
+    write_records(w, {&rec});
+    return std::move(w).take();
+  };
+  const auto at = [&](std::uint64_t b) { return Interval{layout->vnode(b), layout->vnode(b) + 1}; };
+  BlockRecord r;
+  r.index = layout->index(1, 2);  // a trailing block at step 1 without data: it would compute on nothing
+  r.step = 1;
+  CHECK_FALSE(f.unpack(at(r.index), state_of(r)));
+  r.data = Doubles(16 * 16, 0.5);
+  CHECK(f.unpack(at(r.index), state_of(r)));
+  BlockRecord fresh;
+  fresh.index = layout->index(3, 3);  // not started
+  CHECK(f.unpack(at(fresh.index), state_of(fresh)));
+  BlockRecord panel;
+  panel.index = layout->index(2, 1);  // its panel part at the diagonal
+  panel.step = 1;
+  panel.stage = Stage::sent;
+  CHECK(f.unpack(at(panel.index), state_of(panel)));
+  CHECK(f.records() == 3);
 }
