@@ -74,6 +74,16 @@ struct OneNode {
   }
 };
 
+// A factorisation of a valid problem on one in-process node that assumes nothing yet.
+struct OneFactorization {
+  OneNode one;
+  Problem problem;
+  Layout layout;
+  Factorization f;
+  explicit OneFactorization(const Problem& p)
+      : problem(p), layout(Layout::make(p.n, p.block, L).value()), f(one.node, problem, layout) {}
+};
+
 // Handles messages until the run is over; false if it is not over in time.
 bool run_until_done(Node& node, Factorization& f, std::chrono::seconds limit = 60s) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -360,14 +370,12 @@ TEST_CASE("lu: the RESULT line reads back as it was written") {
 // --- the factorisation on one node --------------------------------------------------------------------------
 
 TEST_CASE("lu: one node factors a matrix with partial pivoting, and the residual passes") {
-  OneNode one;
-  const Problem problem{96, 16, true, 3, true};
-  const auto layout = Layout::make(problem.n, problem.block, L);
-  REQUIRE(layout);
-  Factorization f(one.node, problem, *layout);
-  REQUIRE_FALSE(one.node.assume({0, L}));
+  OneFactorization run({96, 16, true, 3, true});
+  Factorization& f = run.f;
+  const Layout* layout = &run.layout;
+  REQUIRE_FALSE(run.one.node.assume({0, L}));
   f.start();
-  REQUIRE(run_until_done(one.node, f));
+  REQUIRE(run_until_done(run.one.node, f));
   REQUIRE(f.result());
   CHECK(f.result()->checked);
   CHECK(f.result()->passed);
@@ -471,11 +479,9 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
 }
 
 TEST_CASE("lu: a record that moves without its data is taken only where none is right: not started, its panel part sent, or final") {
-  OneNode one;
-  const Problem problem{64, 16, true, 7, true};
-  const auto layout = Layout::make(problem.n, problem.block, L);
-  REQUIRE(layout);
-  Factorization f(one.node, problem, *layout);
+  OneFactorization run({64, 16, true, 7, true});
+  const Layout* layout = &run.layout;
+  Factorization& f = run.f;
   const auto state_of = [](const BlockRecord& rec) {
     ByteWriter w;
     w.u32(Factorization::state_version);
