@@ -12,7 +12,6 @@
 namespace phoenix::apps::lu {
 namespace {
 
-
 // How long a send refused because the node holds too many messages (PH_EAGAIN) is retried: they drain as links
 // deliver, and losing a block's input would stall the run.
 constexpr std::chrono::milliseconds send_patience{10'000};
@@ -431,7 +430,8 @@ void Factorization::ensure_data(BlockRecord& r) const {
 // bigger one is refused before it is decoded, so that a peer chooses no buffer size.
 std::size_t Factorization::max_payload_bytes() const {
   const std::size_t nb = layout_.nb();
-  return 3 * sizeof(std::uint32_t) + nb * sizeof(std::uint32_t) + sizeof(std::uint64_t) + nb * nb * sizeof(double);
+  return 3 * sizeof(std::uint32_t) + nb * sizeof(std::uint32_t) + sizeof(std::uint64_t) +
+         nb * nb * sizeof(double);
 }
 
 void Factorization::send(vp_t dest, Tag tag, Payload p) {
@@ -542,7 +542,7 @@ bool Factorization::unpack(Interval s, std::span<const std::byte> state) {
   for (const BlockRecord& rec : *arriving) {
     if (rec.index >= layout_.blocks() || !s.contains(layout_.vnode(rec.index)) ||
         records_.contains(rec.index) || !seen.insert(rec.index).second ||
-        (!rec.final && rec.step >= layout_.per_side()) || (!rec.final && rec.data.empty() && !may_be_empty(rec)))
+        (!rec.final && (rec.step >= layout_.per_side() || (rec.data.empty() && !may_be_empty(rec)))))
       return false;
   }
   if (collector) collector_ = std::move(collector);
