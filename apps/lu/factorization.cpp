@@ -281,7 +281,7 @@ bool Factorization::panel_gathered(const BlockRecord& diagonal) const {
 }
 
 // The diagonal block at step k, with the whole panel: factors it and multicasts each block row its factored
-// block with the pivots (and, with pivoting, the pivots to the row's left blocks).
+// block with the pivots (the row's blocks left of the panel are final: the collector applies their swaps).
 void Factorization::factor(const BlockRecord& diagonal) {
   const std::uint32_t k = diagonal.step, side = layout_.per_side(), nb = layout_.nb();
   const std::uint32_t m = (side - k) * nb;
