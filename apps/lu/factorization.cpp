@@ -110,16 +110,21 @@ void Factorization::on_multicast(const Message& m, InputKind kind, const VnodeMa
   if (d->payload.size() > max_payload_bytes()) return reject("an oversized multicast");
   auto p = decode_payload(d->payload);
   if (!p) return reject("a multicast with a malformed payload");
-  const auto shared = std::make_shared<const Payload>(std::move(*p));
-  for (const IndexRange& range : d->mine) {
-    for (std::uint64_t i = range.lo; i < range.hi; ++i) {
+  deliver_to_runs(d->mine, kind, std::make_shared<const Payload>(std::move(*p)), true);
+}
+
+// A multicast's payload to this node's blocks of `runs` (indices as the multicast's map takes them).
+void Factorization::deliver_to_runs(std::span<const IndexRange> runs, InputKind kind,
+                                    const std::shared_ptr<const Payload>& shared, bool now) {
+  for (const IndexRange& run : runs) {
+    for (std::uint64_t i = run.lo; i < run.hi; ++i) {
       const std::uint64_t b = kind == InputKind::column ? layout_.transposed(i) : i;
       auto it = records_.find(b);
       if (it == records_.end()) {
         reject("a multicast for block " + std::to_string(b) + ", which is not here");
         continue;
       }
-      deliver(it->second, kind, shared);
+      deliver(it->second, kind, shared, now);
     }
   }
 }
@@ -475,18 +480,7 @@ void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap&
       lu_log()->error("multicasting to blocks [{}, {}) failed: {}", range.lo, range.hi, ec.message());
     }
   }
-  const InputKind kind = tag == tag_row ? InputKind::row : InputKind::column;
-  for (const IndexRange& run : split->mine) {
-    for (std::uint64_t i = run.lo; i < run.hi; ++i) {
-      const std::uint64_t b = kind == InputKind::column ? layout_.transposed(i) : i;
-      auto it = records_.find(b);
-      if (it == records_.end()) {
-        reject("a multicast for block " + std::to_string(b) + ", which is not here");
-        continue;
-      }
-      deliver(it->second, kind, shared, false);
-    }
-  }
+  deliver_to_runs(split->mine, tag == tag_row ? InputKind::row : InputKind::column, shared, false);
 }
 
 bool Factorization::assumes(vp_t v) const {

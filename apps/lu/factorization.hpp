@@ -82,6 +82,8 @@ class Factorization {
   std::optional<std::uint32_t> sender_key(const BlockRecord& r, InputKind kind, const Payload& p) const;
   // Stores an input; `now` runs the record at once (a message), else it waits in ready_ (an input from here).
   void deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p, bool now = true);
+  void deliver_to_runs(std::span<const IndexRange> runs, InputKind kind,
+                       const std::shared_ptr<const Payload>& shared, bool now);
   void reject(const std::string& why);
 
   // the block state machines
