@@ -2,6 +2,7 @@
 #include "apps/lu/block_memory.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -22,7 +23,21 @@ constexpr std::size_t pooled_from = size_class;
 constexpr std::size_t huge_page = std::size_t{2} << 20;
 constexpr std::size_t arena_bytes = std::size_t{64} << 20;  // mapped at a time (more for a larger buffer)
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+// n rounded up to a multiple of `to`; bad_alloc where that does not fit in a size_t (a size no one can map).
+std::size_t round_up(std::size_t n, std::size_t to) {
+  if (n > static_cast<std::size_t>(-1) - (to - 1)) throw std::bad_alloc();
+  return (n + to - 1) / to * to;
+}
+
+// Writes to every page of [p, p + bytes) so that the kernel backs it now (MADV_POPULATE_WRITE where the
+// kernel has it, Linux 5.14 on; else one write per 4 KiB page).
+void populate(void* p, std::size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  auto* at = static_cast<volatile char*>(p);
+  for (std::size_t i = 0; i < bytes; i += 4096) at[i] = 0;
+}
 
 class Pool {
  public:
@@ -50,6 +65,13 @@ class Pool {
     } catch (const std::bad_alloc&) {
       // No memory to note it in: the buffer stays mapped, unused (freeing must not throw).
     }
+  }
+
+  void reserve(std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    if (arena_end_ - arena_next_ >= bytes) return;
+    map_arena(bytes);
+    populate(reinterpret_cast<void*>(arena_next_), arena_end_ - arena_next_);
   }
 
   BlockMemoryStats stats() {
@@ -100,6 +122,18 @@ void block_memory_free(void* p, std::size_t bytes) {
   if (!p) return;
   if (bytes < pooled_from) return std::free(p);
   pool().free(p, bytes);
+}
+
+void block_memory_reserve(std::size_t bytes) {
+  if (pooled_from == static_cast<std::size_t>(-1)) return;
+  const long free_pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (free_pages > 0 && page > 0)
+    bytes = std::min(bytes, static_cast<std::size_t>(free_pages) / 2 * static_cast<std::size_t>(page));
+  try {
+    pool().reserve(bytes);
+  } catch (const std::bad_alloc&) {
+    // A hint: the buffers are mapped when needed instead.
+  }
 }
 
 BlockMemoryStats block_memory_stats() { return pool().stats(); }

@@ -14,12 +14,16 @@
 
 #include <cstddef>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace phoenix::apps::lu {
 
 void* block_memory_allocate(std::size_t bytes);    // throws std::bad_alloc
 void block_memory_free(void* p, std::size_t bytes);  // bytes as allocated
+// Maps at least `bytes` more for the pool and touches it, so that the buffers carved from it later cost no page
+// fault: a hint, capped at half of the free physical memory, failures ignored (nothing under ASan).
+void block_memory_reserve(std::size_t bytes);
 
 // What the pool holds: mapped in all, and free for reuse now.
 struct BlockMemoryStats {
@@ -39,6 +43,16 @@ struct BlockAllocator {
     return static_cast<T*>(block_memory_allocate(n * sizeof(T)));
   }
   void deallocate(T* p, std::size_t n) { block_memory_free(p, n * sizeof(T)); }
+  // Default-initialised, not zeroed: every buffer of matrix data is written in full before it is read, and
+  // zeroing a block first costs a pass over it.
+  template <class U>
+  void construct(U* p) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   template <class U>
   friend bool operator==(const BlockAllocator&, const BlockAllocator<U>&) {
     return true;

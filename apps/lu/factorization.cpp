@@ -31,12 +31,11 @@ std::error_code patiently(const Send& send) {
 }
 
 // The at-th nb×nb block of the m×nb column-major panel (its rows at·nb ..), in and out.
-void copy_into_panel(std::span<const double> block, std::vector<double>& panel, std::uint32_t at,
-                     std::uint32_t m, std::uint32_t nb) {
+void copy_into_panel(std::span<const double> block, Doubles& panel, std::uint32_t at, std::uint32_t m,
+                     std::uint32_t nb) {
   for (std::size_t c = 0; c < nb; ++c) std::copy_n(&block[c * nb], nb, &panel[c * m + std::size_t{at} * nb]);
 }
-Doubles copy_from_panel(const std::vector<double>& panel, std::uint32_t at, std::uint32_t m,
-                                    std::uint32_t nb) {
+Doubles copy_from_panel(const Doubles& panel, std::uint32_t at, std::uint32_t m, std::uint32_t nb) {
   Doubles block(std::size_t{nb} * nb);
   for (std::size_t c = 0; c < nb; ++c) std::copy_n(&panel[c * m + std::size_t{at} * nb], nb, &block[c * nb]);
   return block;
@@ -290,7 +289,7 @@ bool Factorization::panel_gathered(const BlockRecord& diagonal) const {
 void Factorization::factor(const BlockRecord& diagonal) {
   const std::uint32_t k = diagonal.step, side = layout_.per_side(), nb = layout_.nb();
   const std::uint32_t m = (side - k) * nb;
-  std::vector<double> panel(std::size_t{m} * nb);
+  Doubles panel(std::size_t{m} * nb);
   for (std::uint32_t row = k; row < side; ++row)
     copy_into_panel(diagonal.input(InputKind::panel, k, row)->data, panel, row - k, m, nb);
   std::vector<std::uint32_t> pivots;

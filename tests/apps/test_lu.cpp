@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apps/lu/block.hpp"
+#include "apps/lu/block_memory.hpp"
 #include "apps/lu/factorization.hpp"
 #include "apps/lu/kernels.hpp"
 #include "apps/lu/layout.hpp"
@@ -251,6 +252,25 @@ TEST_CASE(
   CHECK(std::all_of(a.begin(), a.end(), [](double x) { return x >= -1 && x < 1; }));
   CHECK(element({32, 9, true}, 5, 5) == doctest::Approx(element(spec, 5, 5) + 32));
   CHECK(element({32, 10, false}, 5, 5) != element(spec, 5, 5));
+}
+
+TEST_CASE("lu: block memory reserved ahead serves the next blocks without mapping more") {
+  // More than the pool maps at a time, so that without the reservation the blocks would map more.
+  constexpr std::size_t block_bytes = std::size_t{32} << 20, blocks = 4;
+  block_memory_reserve(blocks * block_bytes);
+  const BlockMemoryStats reserved = block_memory_stats();
+  std::vector<Doubles> held;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    held.emplace_back(block_bytes / sizeof(double));
+    held.back().front() = static_cast<double>(i);
+    held.back().back() = static_cast<double>(i);
+  }
+  CHECK(block_memory_stats().mapped_bytes == reserved.mapped_bytes);
+  for (std::size_t i = 0; i < blocks; ++i)
+    CHECK(held[i].front() + held[i].back() == 2.0 * static_cast<double>(i));
+  held.clear();
+  const bool pooled = reserved.mapped_bytes > 0;  // not under AddressSanitizer, where malloc has them
+  CHECK(block_memory_stats().free_bytes == reserved.free_bytes + (pooled ? blocks * block_bytes : 0));
 }
 
 // --- records and messages -----------------------------------------------------------------------------------
