@@ -95,6 +95,7 @@ void migration_driver::give_now(interval t, vp_t taker, std::uint64_t attempt) {
 
 void migration_driver::seal_state(Bytes& state, const Bytes& streams) {
   const std::size_t at = state.size();
+  state.reserve(at + streams.size() + 8);  // exactly: a state of hundreds of MiB must not double
   state.resize(at + streams.size() + 8);
   std::copy(streams.begin(), streams.end(), state.begin() + static_cast<std::ptrdiff_t>(at));
   base::store_le<std::uint64_t>(state.data() + at + streams.size(), streams.size());

@@ -73,6 +73,13 @@ void write_records(ByteWriter& w, const std::vector<const BlockRecord*>& records
       if (table.emplace(payload.get(), payloads.size()).second) payloads.push_back(payload.get());
     }
   }
+  // The state of many blocks is hundreds of MiB: one allocation, not a doubling series of copies (with room
+  // for the runtime's part, which it appends: migration_driver::seal_state).
+  std::size_t bytes = std::size_t{64} << 10;
+  for (const Payload* p : payloads)
+    bytes += 28 + p->rows.size() * sizeof(std::uint32_t) + p->data.size() * sizeof(double);
+  for (const BlockRecord* r : records) bytes += 34 + r->data.size() * sizeof(double) + r->inputs.size() * 17;
+  w.reserve(bytes);
   w.u64(payloads.size());
   for (const Payload* p : payloads) w.bytes(encode(*p));
   w.u64(records.size());
@@ -85,8 +92,8 @@ std::optional<std::vector<BlockRecord>> read_records(ByteReader& r, std::uint32_
   if (!r.u64(count)) return std::nullopt;
   std::vector<std::shared_ptr<const Payload>> table;
   for (std::uint64_t i = 0; i < count; ++i) {
-    Bytes encoded;
-    if (!r.bytes(encoded)) return std::nullopt;
+    std::span<const std::byte> encoded;
+    if (!r.view(encoded)) return std::nullopt;
     auto payload = decode_payload(encoded);
     if (!payload) return std::nullopt;
     table.push_back(std::make_shared<const Payload>(std::move(*payload)));

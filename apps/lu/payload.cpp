@@ -33,8 +33,8 @@ bool read_rows(ByteReader& r, std::vector<std::uint32_t>& rows) {
 void write_doubles(ByteWriter& w, std::span<const double> v) { w.bytes(std::as_bytes(v)); }
 
 bool read_doubles(ByteReader& r, Doubles& v) {
-  Bytes raw;
-  if (!r.bytes(raw) || raw.size() % sizeof(double) != 0) return false;
+  std::span<const std::byte> raw;
+  if (!r.view(raw) || raw.size() % sizeof(double) != 0) return false;
   v.resize(raw.size() / sizeof(double));
   if (!raw.empty()) std::memcpy(v.data(), raw.data(), raw.size());
   return true;

@@ -24,6 +24,7 @@ class ByteWriter {
     u64(b.size());
     out_.insert(out_.end(), b.begin(), b.end());
   }
+  void reserve(std::size_t more) { out_.reserve(out_.size() + more); }  // one allocation for what follows
   Bytes take() && { return std::move(out_); }
   std::size_t size() const { return out_.size(); }
 
@@ -44,11 +45,17 @@ class ByteReader {
   bool u32(std::uint32_t& v) { return get(v); }
   bool u64(std::uint64_t& v) { return get(v); }
   bool bytes(Bytes& b) {
+    std::span<const std::byte> v;
+    if (!view(v)) return false;
+    b.assign(v.begin(), v.end());
+    return true;
+  }
+  // Length-prefixed bytes as a view into the input, without a copy: valid while the input is.
+  bool view(std::span<const std::byte>& v) {
     std::uint64_t n = 0;
     if (!u64(n) || n > in_.size() - pos_) return fail();
-    b.assign(in_.begin() + static_cast<std::ptrdiff_t>(pos_),
-             in_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
-    pos_ += n;
+    v = in_.subspan(pos_, static_cast<std::size_t>(n));
+    pos_ += static_cast<std::size_t>(n);
     return true;
   }
   bool at_end() const { return ok_ && pos_ == in_.size(); }
