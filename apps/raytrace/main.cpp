@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   cli.add_option("--samples", samples, "N: an NxN grid of rays per pixel, instead of the scene's")
       ->check(CLI::Range(1, 16));
   launch::ClusterCli run;
-  run.add_to(cli, "rows");
+  run.add_to(cli, "rays");
   CLI11_PARSE(cli, argc, argv);
 
   raytrace::Scene scene;
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     return launch::run_spawned_node(
         [&](launch::NodeProcess& p) { return raytrace::run_node(p, scene, grain, png, !no_check); });
   }
-  auto options = run.options("raytrace", "rows");
+  auto options = run.options("raytrace", "rays");
   if (!options) return 2;
   const launch::ClusterOptions& o = *options;
   std::printf("raytrace: %s, %dx%d, %d nodes at the start, %zu joins/leaves scheduled\n", scene_file.c_str(),

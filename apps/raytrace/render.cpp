@@ -140,6 +140,8 @@ class Tracer {
     return {sum.x / count, sum.y / count, sum.z / count};
   }
 
+  std::uint64_t rays() const { return rays_; }
+
  private:
   // The ray from the eye through image point (px, py), in pixels from the top-left corner of the image.
   Ray primary_ray(double px, double py) const {
@@ -150,6 +152,7 @@ class Tracer {
 
   // The nearest surface along `ray`; ties go to the object listed first, spheres before planes.
   Hit nearest_hit(const Ray& ray) const {
+    ++rays_;
     Hit hit;
     const Sphere* sphere_hit = nullptr;
     const PreparedPlane* plane_hit = nullptr;
@@ -184,6 +187,7 @@ class Tracer {
 
   // Whether anything lies on `ray` closer than `distance`.
   bool is_blocked(const Ray& ray, double distance) const {
+    ++rays_;
     for (const Sphere& sphere : scene_.spheres) {
       if (intersect(sphere, ray) < distance) return true;
     }
@@ -235,6 +239,7 @@ class Tracer {
   double half_width_ = 0;
   double half_height_ = 0;
   std::vector<PreparedPlane> planes_;
+  mutable std::uint64_t rays_ = 0;  // traced so far: nearest-hit and shadow tests
 };
 
 }  // namespace
@@ -247,7 +252,7 @@ bool tile_fits(const Scene& scene, const Tile& tile) {
          static_cast<long long>(tile.y0) + tile.height <= scene.height;
 }
 
-void render_tile(const Scene& scene, const Tile& tile, std::span<std::uint8_t> rgb) {
+std::uint64_t render_tile(const Scene& scene, const Tile& tile, std::span<std::uint8_t> rgb) {
   if (!tile_fits(scene, tile)) {
     throw std::invalid_argument("render_tile: tile (" + std::to_string(tile.x0) + ", " +
                                 std::to_string(tile.y0) + ") " + std::to_string(tile.width) + "x" +
@@ -270,18 +275,22 @@ void render_tile(const Scene& scene, const Tile& tile, std::span<std::uint8_t> r
       rgb[at++] = to_byte(c.z);
     }
   }
+  return tracer.rays();
 }
 
-std::vector<std::uint8_t> render_tile(const Scene& scene, const Tile& tile) {
+std::vector<std::uint8_t> render_tile(const Scene& scene, const Tile& tile, std::uint64_t* rays) {
   std::vector<std::uint8_t> rgb;
   if (tile_fits(scene, tile)) {
     rgb.resize(std::size_t{3} * static_cast<std::size_t>(tile.width) * static_cast<std::size_t>(tile.height));
   }
-  render_tile(scene, tile, rgb);  // throws for a tile that does not fit
+  const std::uint64_t traced = render_tile(scene, tile, std::span<std::uint8_t>(rgb));  // throws: does not fit
+  if (rays) *rays += traced;
   return rgb;
 }
 
-std::vector<std::uint8_t> render_image(const Scene& scene) { return render_tile(scene, full_frame(scene)); }
+std::vector<std::uint8_t> render_image(const Scene& scene, std::uint64_t* rays) {
+  return render_tile(scene, full_frame(scene), rays);
+}
 
 std::uint64_t fnv1a_64(std::span<const std::uint8_t> bytes) {
   std::uint64_t hash = 14695981039346656037ull;

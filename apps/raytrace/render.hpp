@@ -39,15 +39,17 @@ Tile full_frame(const Scene& scene);
 // True when `tile` has no negative size and lies inside the scene's image.
 bool tile_fits(const Scene& scene, const Tile& tile);
 
-// Renders `tile` into `rgb`, which must hold exactly 3 * tile.width * tile.height bytes. Throws
+// Renders `tile` into `rgb`, which must hold exactly 3 * tile.width * tile.height bytes, and returns the rays it
+// traced (every nearest-hit and every shadow test, each a pass over the scene's objects: the unit of work,
+// which a pixel's count of does not measure, as a sky pixel costs a fraction of a mirror's). Throws
 // std::invalid_argument when the tile does not fit the image or the buffer has the wrong size.
-void render_tile(const Scene& scene, const Tile& tile, std::span<std::uint8_t> rgb);
+std::uint64_t render_tile(const Scene& scene, const Tile& tile, std::span<std::uint8_t> rgb);
 
-// Same, into a new buffer.
-std::vector<std::uint8_t> render_tile(const Scene& scene, const Tile& tile);
+// Same, into a new buffer; adds the rays traced to *rays if given.
+std::vector<std::uint8_t> render_tile(const Scene& scene, const Tile& tile, std::uint64_t* rays = nullptr);
 
-// The whole frame: render_tile(scene, full_frame(scene)).
-std::vector<std::uint8_t> render_image(const Scene& scene);
+// The whole frame: render_tile(scene, full_frame(scene), rays).
+std::vector<std::uint8_t> render_image(const Scene& scene, std::uint64_t* rays = nullptr);
 
 // 64-bit FNV-1a of `bytes` (offset basis 14695981039346656037, prime 1099511628211): a checksum to compare
 // images rendered in different ways or places.

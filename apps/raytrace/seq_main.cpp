@@ -83,13 +83,13 @@ int parse_options(int argc, char** argv, Options& options) {
 }
 
 // The image, rendered as one tile or as tiles of `tile_size` copied into place.
-std::vector<std::uint8_t> render(const rt::Scene& scene, int tile_size) {
-  if (tile_size == 0) return rt::render_image(scene);
+std::vector<std::uint8_t> render(const rt::Scene& scene, int tile_size, std::uint64_t& rays) {
+  if (tile_size == 0) return rt::render_image(scene, &rays);
   std::vector<std::uint8_t> image(std::size_t{3} * scene.width * scene.height);
   for (int y0 = 0; y0 < scene.height; y0 += tile_size) {
     for (int x0 = 0; x0 < scene.width; x0 += tile_size) {
       rt::Tile tile{x0, y0, std::min(tile_size, scene.width - x0), std::min(tile_size, scene.height - y0)};
-      std::vector<std::uint8_t> pixels = rt::render_tile(scene, tile);
+      std::vector<std::uint8_t> pixels = rt::render_tile(scene, tile, &rays);
       std::size_t row_bytes = std::size_t{3} * tile.width;
       for (int row = 0; row < tile.height; ++row) {
         std::memcpy(&image[(std::size_t{1} * (y0 + row) * scene.width + x0) * 3], &pixels[row * row_bytes],
@@ -111,11 +111,13 @@ int main(int argc, char** argv) {
                 options.scene.c_str(), scene.width, scene.height, scene.samples, scene.samples, scene.max_depth,
                 scene.spheres.size(), scene.planes.size(), scene.lights.size());
     auto start = std::chrono::steady_clock::now();
-    std::vector<std::uint8_t> image = render(scene, options.tile_size);
+    std::uint64_t rays = 0;
+    std::vector<std::uint8_t> image = render(scene, options.tile_size, rays);
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     std::printf(
         "render: %.3f s on one thread (%s)\n", elapsed.count(),
         options.tile_size == 0 ? "whole frame" : ("tiles of " + std::to_string(options.tile_size)).c_str());
+    std::printf("rays: %" PRIu64 " traced, %.0f per second\n", rays, static_cast<double>(rays) / elapsed.count());
     std::printf("checksum: fnv1a64 %016" PRIx64 "\n", rt::fnv1a_64(image));
     if (options.write_png) {
       rt::write_png(options.output, scene.width, scene.height, image.data());

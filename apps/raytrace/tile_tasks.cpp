@@ -87,8 +87,7 @@ apps::Outcome TileTasks::run(std::span<const std::byte> task) {
     }
     return apps::Outcome::divide({encode_tile(a), encode_tile(b)}, {});
   }
-  const auto px = render_tile(scene_, t);
-  pixels_ += static_cast<std::uint64_t>(t.width) * static_cast<std::uint64_t>(t.height);
+  const auto px = render_tile(scene_, t, &rays_);
   Piece p{t, Bytes(px.size())};
   std::memcpy(p.rgb.data(), px.data(), px.size());
   return apps::Outcome::value(write_pieces({p}));
@@ -138,7 +137,7 @@ int run_node(launch::NodeProcess& process, const Scene& scene, int grain_pixels,
   apps::PoolNodeParts parts;
   parts.app = &tiles;
   parts.root_task = encode_tile(full_frame(scene));
-  parts.units = [&] { return tiles.rows(); };
+  parts.units = [&] { return tiles.rays(); };
   parts.errors = [&] { return tiles.bad_tasks(); };
   parts.describe = [&](const Bytes& value) -> std::string {
     const auto image = assemble(scene, value);

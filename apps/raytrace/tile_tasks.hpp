@@ -24,13 +24,13 @@ class TileTasks final : public apps::Application {
   TileTasks(const Scene& scene, int grain_pixels) : scene_(scene), grain_(grain_pixels) {}
   apps::Outcome run(std::span<const std::byte> task) override;
   Bytes combine(std::span<const std::byte> context, std::vector<Bytes>& values) override;
-  std::uint64_t rows() const { return pixels_ / static_cast<std::uint64_t>(scene_.width); }  // progress unit
+  std::uint64_t rays() const { return rays_; }  // progress unit: rays traced (render.hpp)
   std::uint64_t bad_tasks() const { return bad_tasks_; }
 
  private:
   const Scene& scene_;
   int grain_;
-  std::uint64_t pixels_ = 0;
+  std::uint64_t rays_ = 0;
   std::uint64_t bad_tasks_ = 0;
 };
 

@@ -170,6 +170,23 @@ TEST_CASE("tiles rendered in a scrambled order assemble into exactly the whole-f
   CHECK(one == pixel_at(whole, scene.width, 50, 40));
 }
 
+TEST_CASE("the rays traced are the unit of work: a frame's are its tiles' sum and the sky costs least") {
+  const rt::Scene scene = rt::load_scene(small_scene_file);
+  std::uint64_t whole = 0;
+  rt::render_image(scene, &whole);
+  std::uint64_t tiles = 0;
+  for (const rt::Tile& tile : {rt::Tile{0, 0, 37, 64}, rt::Tile{37, 0, 59, 64}})
+    rt::render_tile(scene, tile, &tiles);
+  CHECK(tiles == whole);
+  // Background at the top left: one ray a sample, which hits nothing and casts no shadow ray.
+  std::vector<std::uint8_t> one(3);
+  const auto samples = static_cast<std::uint64_t>(scene.samples) * static_cast<std::uint64_t>(scene.samples);
+  CHECK(rt::render_tile(scene, {0, 0, 1, 1}, one) == samples);
+  // The lit sphere at the centre: a shadow ray per light on top of each sample's ray.
+  CHECK(rt::render_tile(scene, {scene.width / 2, scene.height / 2, 1, 1}, one) > samples);
+  CHECK(whole > static_cast<std::uint64_t>(scene.width) * static_cast<std::uint64_t>(scene.height) * samples);
+}
+
 TEST_CASE("the centre pixel shows the lit red sphere and a corner the background colour") {
   const rt::Scene scene = rt::load_scene(small_scene_file);
   const std::vector<std::uint8_t> image = rt::render_image(scene);
