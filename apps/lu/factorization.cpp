@@ -57,13 +57,20 @@ void Factorization::start() {
 
 bool Factorization::run_ready(std::chrono::nanoseconds budget) {
   const auto until = std::chrono::steady_clock::now() + budget;
-  while (!ready_.empty()) {
-    const std::uint64_t b = ready_.front();
-    ready_.pop_front();
+  while (has_ready()) {
+    auto& queue = urgent_.empty() ? ready_ : urgent_;
+    const std::uint64_t b = queue.front();
+    queue.pop_front();
     if (auto it = records_.find(b); it != records_.end()) advance(it->second);
     if (std::chrono::steady_clock::now() >= until) break;
   }
-  return !ready_.empty();
+  return has_ready();
+}
+
+void Factorization::queue(const BlockRecord& r) {
+  const std::uint32_t row = layout_.row(r.index), col = layout_.col(r.index);
+  const bool urgent = col <= r.step + 1 || row == r.step;
+  (urgent ? urgent_ : ready_).push_back(r.index);
 }
 
 // --- messages in --------------------------------------------------------------------------------------------
@@ -109,12 +116,12 @@ void Factorization::on_multicast(const Message& m, InputKind kind, const VnodeMa
   if (d->payload.size() > max_payload_bytes()) return reject("an oversized multicast");
   auto p = decode_payload(d->payload);
   if (!p) return reject("a multicast with a malformed payload");
-  deliver_to_runs(d->mine, kind, std::make_shared<const Payload>(std::move(*p)), true);
+  deliver_to_runs(d->mine, kind, std::make_shared<const Payload>(std::move(*p)));
 }
 
 // A multicast's payload to this node's blocks of `runs` (indices as the multicast's map takes them).
 void Factorization::deliver_to_runs(std::span<const IndexRange> runs, InputKind kind,
-                                    const std::shared_ptr<const Payload>& shared, bool now) {
+                                    const std::shared_ptr<const Payload>& shared) {
   for (const IndexRange& run : runs) {
     for (std::uint64_t i = run.lo; i < run.hi; ++i) {
       const std::uint64_t b = kind == InputKind::column ? layout_.transposed(i) : i;
@@ -123,7 +130,7 @@ void Factorization::deliver_to_runs(std::span<const IndexRange> runs, InputKind 
         reject("a multicast for block " + std::to_string(b) + ", which is not here");
         continue;
       }
-      deliver(it->second, kind, shared, now);
+      deliver(it->second, kind, shared);
     }
   }
 }
@@ -197,7 +204,7 @@ std::optional<std::uint32_t> Factorization::sender_key(const BlockRecord& r, Inp
   return std::nullopt;
 }
 
-void Factorization::deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p, bool now) {
+void Factorization::deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p) {
   const auto from = sender_key(r, kind, *p);
   const auto block = [&] { return "block " + std::to_string(r.index); };
   if (!from) return reject("an input " + block() + " cannot have");
@@ -205,11 +212,7 @@ void Factorization::deliver(BlockRecord& r, InputKind kind, std::shared_ptr<cons
   const std::uint32_t step = p->step;
   if (!r.inputs.emplace(InputKey{kind, step, *from}, std::move(p)).second)
     return reject("an input " + block() + " already has");
-  if (now) {
-    advance(r);
-  } else {
-    ready_.push_back(r.index);
-  }
+  queue(r);
 }
 
 void Factorization::reject(const std::string& why) {
@@ -441,7 +444,7 @@ std::size_t Factorization::max_payload_bytes() const {
 void Factorization::send(vp_t dest, Tag tag, Payload p) {
   if (BlockRecord* r = local_record(dest)) {
     return deliver(*r, tag == tag_panel ? InputKind::panel : InputKind::rows,
-                   std::make_shared<const Payload>(std::move(p)), false);
+                   std::make_shared<const Payload>(std::move(p)));
   }
   send_bytes(dest, tag, encode(p));
 }
@@ -479,7 +482,7 @@ void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap&
       lu_log()->error("multicasting to blocks [{}, {}) failed: {}", range.lo, range.hi, ec.message());
     }
   }
-  deliver_to_runs(split->mine, tag == tag_row ? InputKind::row : InputKind::column, shared, false);
+  deliver_to_runs(split->mine, tag == tag_row ? InputKind::row : InputKind::column, shared);
 }
 
 bool Factorization::assumes(vp_t v) const {
@@ -541,7 +544,7 @@ bool Factorization::unpack(Interval s, std::span<const std::byte> state) {
   if (collector) collector_ = std::move(collector);
   for (BlockRecord& rec : *arriving) {
     ++rec.migrations;
-    ready_.push_back(rec.index);
+    queue(rec);
     records_.emplace(rec.index, std::move(rec));
   }
   stats_.records_moved_in += arriving->size();

@@ -50,12 +50,11 @@ class Factorization {
   void start();
   // One received message (any tag: foreign ones are counted as bad).
   void handle(const Message& m);
-  // Lets records with inputs waiting run what they can, for about `budget`: inputs from records of this node
-  // (which travel as objects, not messages) and records that arrived by migration. True if some still wait:
-  // the caller then calls again without blocking in a receive. The budget keeps the node's loop turning
-  // (polls, joins, leaves) on a node whose records mostly feed each other.
+  // Lets records with inputs waiting run what they can, for about `budget`, those on the critical path first
+  // (queue()). True if some still wait: the caller then calls again without blocking in a receive. The budget
+  // keeps the node's loop turning (polls, joins, leaves) on a node whose records mostly feed each other.
   bool run_ready(std::chrono::nanoseconds budget);
-  bool has_ready() const { return !ready_.empty(); }
+  bool has_ready() const { return !urgent_.empty() || !ready_.empty(); }
 
   bool done() const { return done_; }  // "done" reached this node: the run is over
   // On the node whose collector saw the last block.
@@ -80,10 +79,12 @@ class Factorization {
   void on_done(const Message& m);
   BlockRecord* record_at(const Message& m);
   std::optional<std::uint32_t> sender_key(const BlockRecord& r, InputKind kind, const Payload& p) const;
-  // Stores an input; `now` runs the record at once (a message), else it waits in ready_ (an input from here).
-  void deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p, bool now = true);
+  // Stores an input and queues the record for run_ready.
+  void deliver(BlockRecord& r, InputKind kind, std::shared_ptr<const Payload> p);
   void deliver_to_runs(std::span<const IndexRange> runs, InputKind kind,
-                       const std::shared_ptr<const Payload>& shared, bool now);
+                       const std::shared_ptr<const Payload>& shared);
+  // Queues r to run: urgent if what it does next is on the critical path, else behind the rest.
+  void queue(const BlockRecord& r);
   void reject(const std::string& why);
 
   // the block state machines
@@ -117,9 +118,11 @@ class Factorization {
   std::map<std::uint64_t, BlockRecord>
       records_;                         // by block index: the blocks whose virtual nodes this node assumes
   std::optional<Collector> collector_;  // if it assumes virtual node 0
-  // Records with inputs they have not looked at (from records here, or unpacked): run by run_ready. Holds
-  // indices only, so a record that leaves meanwhile takes its inputs with it and is skipped here.
-  std::deque<std::uint64_t> ready_;
+  // Records with inputs they have not looked at (received, from records here, or unpacked): run by run_ready,
+  // urgent_ first. Look-ahead: a panel's blocks, the row that becomes U and the column that is the next panel
+  // are urgent, so that the next panel is factored while this step's other updates still run. Holds indices
+  // only, so a record that leaves meanwhile takes its inputs with it and is skipped here.
+  std::deque<std::uint64_t> urgent_, ready_;
   // Each step's pivots and their net row moves, computed once for all the blocks here (derived from inputs, so
   // not state: it does not move).
   std::map<std::uint32_t, std::pair<std::vector<std::uint32_t>, std::vector<RowMove>>> moves_;
