@@ -85,20 +85,18 @@ void migration_driver::queue_step(const step& s) {
 }
 
 void migration_driver::give_now(interval t, vp_t taker, std::uint64_t attempt) {
-  Bytes state;
   settle_transit();
-  seal_state(state, ops_.release(t));
+  Bytes tail = state_tail(ops_.release(t));
   protocol_.released(t);
   transit_ = t;
-  start_stream(kind::state_begin, t, taker, attempt, std::move(state));
+  start_stream(kind::state_begin, t, taker, attempt, Bytes(), std::move(tail));
 }
 
-void migration_driver::seal_state(Bytes& state, const Bytes& streams) {
-  const std::size_t at = state.size();
-  state.reserve(at + streams.size() + 8);  // exactly: a state of hundreds of MiB must not double
-  state.resize(at + streams.size() + 8);
-  std::copy(streams.begin(), streams.end(), state.begin() + static_cast<std::ptrdiff_t>(at));
-  base::store_le<std::uint64_t>(state.data() + at + streams.size(), streams.size());
+Bytes migration_driver::state_tail(const Bytes& streams) {
+  Bytes tail(streams.size() + 8);
+  std::copy(streams.begin(), streams.end(), tail.begin());
+  base::store_le<std::uint64_t>(tail.data() + streams.size(), streams.size());
+  return tail;
 }
 
 migration_driver::state_parts migration_driver::split_state(const Bytes& state, vp_t giver) const {
@@ -112,35 +110,48 @@ migration_driver::state_parts migration_driver::split_state(const Bytes& state, 
   return {all, {}};
 }
 
-void migration_driver::start_stream(kind begin_kind, interval t, vp_t to, std::uint64_t attempt, Bytes state) {
+void migration_driver::start_stream(kind begin_kind, interval t, vp_t to, std::uint64_t attempt, Bytes state,
+                                    Bytes tail) {
   message begin;
   begin.what = begin_kind;
   begin.from = protocol_.self();
   begin.span = t;
-  begin.number = state.size();
+  begin.number = state.size() + tail.size();
   begin.attempt = attempt;
   send_message(to, begin);
   logger()->info("{}: {} [{}, {}) with {} bytes of state to {:x}", name_,
-                 begin_kind == kind::give_back ? "giving back" : "giving", t.lo, t.hi, state.size(), to);
-  out_.push_back(outgoing{t, to, attempt, std::move(state), 0, 0, begin_kind == kind::give_back});
+                 begin_kind == kind::give_back ? "giving back" : "giving", t.lo, t.hi, begin.number, to);
+  out_.push_back(
+      outgoing{t, to, attempt, std::move(state), std::move(tail), 0, 0, begin_kind == kind::give_back});
   send_chunks(out_.back());
 }
 
 // Sends chunks while fewer than window_chunks are unacknowledged.
 void migration_driver::send_chunks(outgoing& o) {
-  const std::uint64_t chunks = (o.state.size() + chunk_bytes - 1) / chunk_bytes;
+  const std::uint64_t chunks = (o.length() + chunk_bytes - 1) / chunk_bytes;
   while (o.next < chunks && o.next - o.acked < window_chunks) {
     const std::uint64_t offset = o.next * chunk_bytes;
-    const std::size_t n =
-        static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, o.state.size() - offset));
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, o.length() - offset));
     message m;
     m.what = kind::state_chunk;
     m.from = protocol_.self();
     m.span = o.what;
     m.number = o.next;
     m.attempt = o.attempt;
-    m.chunk = std::span<const std::byte>(o.state).subspan(offset, n);
-    send_message(o.taker, m);
+    Bytes straddling;  // the one chunk with the end of the state and the start of the tail
+    if (offset + n <= o.state.size()) {
+      m.chunk = std::span<const std::byte>(o.state).subspan(static_cast<std::size_t>(offset), n);
+    } else if (offset >= o.state.size()) {
+      const auto at = static_cast<std::size_t>(offset - o.state.size());
+      m.chunk = std::span<const std::byte>(o.tail).subspan(at, n);
+    } else {
+      const auto in_state = static_cast<std::size_t>(o.state.size() - offset);
+      straddling = copy_bytes(std::span<const std::byte>(o.state).subspan(static_cast<std::size_t>(offset)));
+      straddling.insert(straddling.end(), o.tail.begin(),
+                        o.tail.begin() + static_cast<std::ptrdiff_t>(n - in_state));
+      m.chunk = straddling;
+    }
+    send_message(o.taker, m);  // encodes the chunk into the packet's body now
     ++o.next;
   }
   // A state given back is over once all of it arrived. A give keeps its bytes until done: a taker that can
@@ -158,7 +169,8 @@ bool migration_driver::take_back(const message& refuse) {
   });
   if (o == out_.end() || protocol_.releasing_to() != refuse.from) return false;
   logger()->warn("{}: {:x} refused [{}, {}): taking it back", name_, refuse.from, o->what.lo, o->what.hi);
-  const std::uint64_t chunks = (o->state.size() + chunk_bytes - 1) / chunk_bytes;
+  const std::uint64_t chunks = (o->length() + chunk_bytes - 1) / chunk_bytes;
+  o->state.insert(o->state.end(), o->tail.begin(), o->tail.end());  // whole again, as it arrives (rare)
   in_.push_back(incoming{o->what, o->taker, o->attempt, o->state.size(), o->state.size(), std::move(o->state),
                          std::vector<bool>(chunks, true), true});
   out_.erase(o);
@@ -515,8 +527,8 @@ int migration_driver::run_pending(progress_engine& progress) {
       std::optional<Bytes> state = pack_(s.span);
       progress.call([&] {
         if (state) {
-          seal_state(*state, streams);
-          return start_stream(kind::state_begin, s.span, s.partner, s.attempt, std::move(*state));
+          return start_stream(kind::state_begin, s.span, s.partner, s.attempt, std::move(*state),
+                              state_tail(streams));
         }
         logger()->error("{}: pack failed for [{}, {}); the interval stays here", name_, s.span.lo, s.span.hi);
         ops_.assume(s.span, streams);

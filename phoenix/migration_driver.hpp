@@ -118,7 +118,10 @@ class migration_driver {
     migration::interval what;
     vp_t taker = 0;  // where it goes (the giver, for a state given back)
     std::uint64_t attempt = 0;
-    Bytes state;
+    // What goes on the wire is state then tail (state_tail): two buffers, so that the application's state of
+    // hundreds of MiB is never copied to append the runtime's part.
+    Bytes state, tail;
+    std::uint64_t length() const { return state.size() + tail.size(); }
     std::uint64_t next = 0;   // next chunk to send
     std::uint64_t acked = 0;  // chunks acknowledged
     bool back = false;        // a state given back (give_back), not a give
@@ -153,7 +156,8 @@ class migration_driver {
   void apply(const migration::effects& effects);
   void give(migration::interval t, vp_t taker, std::uint64_t attempt);
   void send_message(vp_t dest, const migration::message& m);
-  void start_stream(migration::kind begin, migration::interval t, vp_t to, std::uint64_t attempt, Bytes state);
+  void start_stream(migration::kind begin, migration::interval t, vp_t to, std::uint64_t attempt, Bytes state,
+                    Bytes tail = {});
   void send_chunks(outgoing& o);
   void on_stream_begin(const migration::message& m);  // state_begin or give_back
   void on_state_chunk(const migration::message& m);
@@ -170,8 +174,9 @@ class migration_driver {
   void dispatch(const overlay::packet& p);
   void settle_transit();
   // A state on the wire: the application's bytes, the streams' state, and its length as a u64 (so that the
-  // application's part is a prefix: nothing is copied on arrival). split_state returns the two parts.
-  static void seal_state(Bytes& state, const Bytes& streams);
+  // application's part is a prefix: nothing is copied on arrival). state_tail is what follows the
+  // application's bytes; split_state returns the two parts.
+  static Bytes state_tail(const Bytes& streams);
   struct state_parts {
     std::span<const std::byte> app, streams;
   };

@@ -41,6 +41,7 @@ struct test_node {
   std::vector<phoenix::overlay::stream_state> streams;
   std::unique_ptr<migration_driver> driver;
   bool pack_fails = false;
+  std::uint64_t extra_streams = 0;  // more end-to-end streams its releases give, as from many senders
 };
 
 struct sent {
@@ -76,7 +77,8 @@ struct test_net {
       } else {
         it->hi = i.lo;
       }
-      const std::vector<phoenix::overlay::stream_state> streams{{name, i.lo, i.hi}};
+      std::vector<phoenix::overlay::stream_state> streams{{name, i.lo, i.hi}};
+      for (std::uint64_t k = 0; k < self->extra_streams; ++k) streams.push_back({name + 1 + k, i.lo, k});
       return phoenix::overlay::encode_states(streams);
     };
     ops.assume = [self](Interval i, std::span<const std::byte> streams) {
@@ -181,6 +183,24 @@ TEST_CASE("migration driver: state chunks that overtake their state_begin are ke
             (n == taker.get() ? migration::outcome::moved : migration::outcome::none));
     });
   }
+}
+
+TEST_CASE("migration driver: a streams' part longer than a chunk follows the state intact, across chunk bounds") {
+  // The application's bytes end inside the third chunk; the streams' part fills that chunk's rest and two more.
+  const std::size_t bytes = 2 * migration_driver::chunk_bytes + 1000;
+  test_net net;
+  std::unique_ptr<test_node> giver, taker;
+  std::tie(giver, taker) = take_half_below(net, bytes);
+  giver->extra_streams = 40'000;
+  net.run([](const sent&) { return false; });
+
+  REQUIRE(taker->unpacked.size() == 1);
+  CHECK(taker->unpacked[0] == pattern(bytes, 50));
+  REQUIRE(taker->streams.size() == 40'001);
+  CHECK(taker->streams[0] == phoenix::overlay::stream_state{giver->driver->protocol().self(), 50, 100});
+  const auto last = phoenix::overlay::stream_state{giver->driver->protocol().self() + 40'000, 50, 39'999};
+  CHECK(taker->streams.back() == last);
+  CHECK(phoenix::overlay::encode_states(taker->streams).size() > 2 * migration_driver::chunk_bytes);
 }
 
 namespace {
