@@ -73,9 +73,8 @@ void write_records(ByteWriter& w, const std::vector<const BlockRecord*>& records
       if (table.emplace(payload.get(), payloads.size()).second) payloads.push_back(payload.get());
     }
   }
-  // The state of many blocks is hundreds of MiB: one allocation, not a doubling series of copies (with room
-  // for the runtime's part, which it appends: migration_driver::seal_state).
-  std::size_t bytes = std::size_t{64} << 10;
+  // The state of many blocks is hundreds of MiB: one allocation, not a doubling series of copies.
+  std::size_t bytes = 64;  // the counts, and the packer's header before them
   for (const Payload* p : payloads)
     bytes += 28 + p->rows.size() * sizeof(std::uint32_t) + p->data.size() * sizeof(double);
   for (const BlockRecord* r : records) bytes += 34 + r->data.size() * sizeof(double) + r->inputs.size() * 17;

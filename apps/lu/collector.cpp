@@ -71,11 +71,17 @@ void Collector::write(ByteWriter& w) const {
   w.u64(static_cast<std::uint64_t>(start_ns_));
   w.u64(migrations_);
   w.u64(blocks_.size());
+  // With the check, the final blocks are most of the matrix: one allocation for them, and no copy of a block.
+  std::size_t bytes = 0;
+  for (const auto& [b, data] : blocks_) bytes += 40 + data.size() * sizeof(double);
+  w.reserve(bytes + pivots_.size() * (8 + std::size_t{layout_.nb()} * sizeof(std::uint32_t)));
   for (const auto& [b, data] : blocks_) {
-    FinalBlock f{b, 0, {}, data};
     const std::uint32_t row = layout_.row(b);
-    if (const auto it = pivots_.find(row); it != pivots_.end() && row == layout_.col(b)) f.pivots = it->second;
-    write_final(w, f);
+    const auto it = pivots_.find(row);
+    const bool with_pivots = it != pivots_.end() && row == layout_.col(b);
+    write_final(w, b, 0,
+                with_pivots ? std::span<const std::uint32_t>(it->second) : std::span<const std::uint32_t>(),
+                data);
   }
 }
 

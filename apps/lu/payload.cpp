@@ -83,10 +83,15 @@ std::optional<Payload> decode_payload(std::span<const std::byte> b) {
 }
 
 void write_final(ByteWriter& w, const FinalBlock& f) {
-  w.u64(f.block);
-  w.u32(f.migrations);
-  write_rows(w, f.pivots);
-  write_doubles(w, f.data);
+  write_final(w, f.block, f.migrations, f.pivots, f.data);
+}
+
+void write_final(ByteWriter& w, std::uint64_t block, std::uint32_t migrations,
+                 std::span<const std::uint32_t> pivots, std::span<const double> data) {
+  w.u64(block);
+  w.u32(migrations);
+  write_rows(w, pivots);
+  write_doubles(w, data);
 }
 
 bool read_final(ByteReader& r, FinalBlock& f) {

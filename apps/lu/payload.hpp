@@ -48,6 +48,9 @@ Bytes encode(const Payload& p);
 std::optional<Payload> decode_payload(std::span<const std::byte> b);
 
 void write_final(ByteWriter& w, const FinalBlock& f);
+// The same from its parts, for a writer that has them elsewhere (no copy of the data into a FinalBlock).
+void write_final(ByteWriter& w, std::uint64_t block, std::uint32_t migrations,
+                 std::span<const std::uint32_t> pivots, std::span<const double> data);
 bool read_final(ByteReader& r, FinalBlock& f);
 Bytes encode(const FinalBlock& f);
 std::optional<FinalBlock> decode_final(std::span<const std::byte> b);
