@@ -71,6 +71,8 @@ bool BucketRecord::add_keys(std::uint64_t g, std::span<const std::uint32_t> keys
     return false;
   }
   BucketIteration& s = at(g);
+  // Once the counts say how many keys come, room for all of them at once instead of growing by copies.
+  if (s.counted.complete() && s.keys.capacity() < s.total) s.keys.reserve(s.total);
   s.keys.insert(s.keys.end(), keys.begin(), keys.end());
   return true;
 }

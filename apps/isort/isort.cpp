@@ -55,7 +55,10 @@ Sorter::Sorter(Node& node, const NpbClass& c, SortOptions options)
 }
 
 void Sorter::start() {
-  key_blocks_.emplace(0, KeyBlock{0, class_.keys, 0, std::vector<std::uint32_t>(class_.keys, 0)});
+  for (std::uint64_t lo = 0; lo < class_.keys; lo += block_keys()) {
+    const std::uint64_t hi = std::min<std::uint64_t>(class_.keys, lo + block_keys());
+    key_blocks_.emplace(lo, KeyBlock{lo, hi, 0, std::vector<std::uint32_t>(hi - lo, 0)});
+  }
   for (std::uint32_t j = 0; j < class_.buckets; ++j) records_.emplace(j, BucketRecord(class_, j));
   collector_.emplace(class_, options_.rounds);
 }
@@ -117,7 +120,8 @@ void Sorter::run_iteration(KeyBlock& b) {
 }
 
 void Sorter::send_keys(const KeyBlock& b, std::uint64_t g, const std::vector<std::uint32_t>& counts) {
-  const std::vector<std::uint32_t> grouped = b.by_bucket(class_, counts);
+  std::vector<std::uint32_t>& grouped = grouped_;
+  b.by_bucket(class_, counts, grouped);
   std::size_t start = 0;  // where bucket `first` begins in grouped
   for (std::uint32_t first = 0; first < class_.buckets;) {
     std::uint32_t end = std::min(class_.buckets, first + options_.chunk_buckets);
@@ -125,15 +129,11 @@ void Sorter::send_keys(const KeyBlock& b, std::uint64_t g, const std::vector<std
     std::uint32_t last = end;
     while (last > first && counts[last - 1] == 0) --last;
     if (first < last) {
-      KeysMessage m;
-      m.iteration = g;
-      m.keys = {b.lo, b.hi};
-      m.first_bucket = first;
-      m.counts.assign(counts.begin() + first, counts.begin() + last);
-      const std::size_t n = std::accumulate(m.counts.begin(), m.counts.end(), std::size_t{0});
-      m.values.assign(grouped.begin() + static_cast<std::ptrdiff_t>(start),
-                      grouped.begin() + static_cast<std::ptrdiff_t>(start + n));
-      multicast_to(Tag::keys, {first, last}, bucket_map_, encode(m));
+      const auto chunk_counts = std::span<const std::uint32_t>(counts).subspan(first, last - first);
+      const std::size_t n = std::accumulate(chunk_counts.begin(), chunk_counts.end(), std::size_t{0});
+      const auto values = std::span<const std::uint32_t>(grouped).subspan(start, n);
+      multicast_to(Tag::keys, {first, last}, bucket_map_,
+                   encode_keys(g, {b.lo, b.hi}, first, chunk_counts, values));
       start += n;
     }
     first = end;

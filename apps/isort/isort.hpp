@@ -81,6 +81,10 @@ struct SortOptions {
   std::uint32_t rounds = 1;         // at least 1
   std::uint32_t chunk_buckets = 0;  // buckets per key message; 0: B / 16
   std::uint32_t window = 2;         // at least 1: iterations a key block may run ahead of complete_through
+  // Key blocks hold at most this many keys (0: N / 16), and one runs an iteration per turn of the node's loop:
+  // a node answers joins and leaves between blocks, so a join is not held up for a whole iteration (or a
+  // round's key generation) on all of a node's keys, and the keys it takes have not been generated yet.
+  std::uint64_t block_keys = 0;
   int first_tag = 3000;             // uses first_tag .. first_tag + tag_count - 1
   std::chrono::milliseconds idle_wait{5};  // how long an idle node blocks in recv_for
   // One leave attempt; between attempts the node handles its messages (near the end of a run the progress
@@ -155,6 +159,9 @@ class Sorter {
   void multicast_to(Tag tag, IndexRange r, const VnodeMap& map, std::span<const std::byte> payload);
   void bad(const std::string& what);
   int tag_of(Tag t) const { return options_.first_tag + static_cast<int>(t); }
+  std::uint64_t block_keys() const {
+    return options_.block_keys ? options_.block_keys : std::max<std::uint64_t>(1, class_.keys / 16);
+  }
 
   Node& node_;
   const NpbClass class_;
@@ -170,6 +177,7 @@ class Sorter {
   bool done_ = false;
   bool changed_ = true;  // a message or a state arrived since settle() last looked at the records
   SortStats stats_;
+  std::vector<std::uint32_t> grouped_;  // send_keys's scratch: a key block's keys by bucket, reused
 };
 
 // The node process of a parallel integer sort under the launcher: makes the node, assumes everything or joins,

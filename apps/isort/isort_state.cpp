@@ -113,7 +113,8 @@ bool Sorter::unpack(Interval s, std::span<const std::byte> state) {
 void Sorter::merge_key_blocks() {
   for (auto it = key_blocks_.begin(); it != key_blocks_.end();) {
     auto next = std::next(it);
-    if (next != key_blocks_.end() && it->second.hi == next->first && it->second.next == next->second.next) {
+    if (next != key_blocks_.end() && it->second.hi == next->first && it->second.next == next->second.next &&
+        next->second.hi - it->second.lo <= block_keys()) {
       it->second.append(std::move(next->second));
       key_blocks_.erase(next);
     } else {

@@ -21,12 +21,18 @@ std::vector<std::uint32_t> KeyBlock::count_buckets(const NpbClass& c) const {
 
 std::vector<std::uint32_t> KeyBlock::by_bucket(const NpbClass& c,
                                                const std::vector<std::uint32_t>& counts) const {
+  std::vector<std::uint32_t> out;
+  by_bucket(c, counts, out);
+  return out;
+}
+
+void KeyBlock::by_bucket(const NpbClass& c, const std::vector<std::uint32_t>& counts,
+                         std::vector<std::uint32_t>& out) const {
   std::vector<std::size_t> place(c.buckets, 0);
   for (std::uint32_t j = 1; j < c.buckets; ++j) place[j] = place[j - 1] + counts[j - 1];
-  std::vector<std::uint32_t> out(keys.size());
+  out.resize(keys.size());  // every element is written below
   const std::uint32_t shift = c.bucket_shift();
   for (std::uint32_t k : keys) out[place[k >> shift]++] = k;
-  return out;
 }
 
 std::vector<TestQuery> KeyBlock::test_queries(const NpbClass& c) const {

@@ -77,15 +77,18 @@ std::optional<LowerMessage> decode_lower(const NpbClass& c, std::span<const std:
 // A fixed header (iteration, keys, first bucket, how many counts); then the counts, then the keys.
 constexpr std::size_t keys_header_bytes = 8 + 16 + 4 + 4;
 
-Bytes encode(const KeysMessage& m) {
-  ByteWriter w;
-  w.u64(m.iteration);
-  write_range(w, m.keys);
-  w.u32(m.first_bucket);
-  w.u32(static_cast<std::uint32_t>(m.counts.size()));
+Bytes encode(const KeysMessage& m) { return encode_keys(m.iteration, m.keys, m.first_bucket, m.counts, m.values); }
+
+Bytes encode_keys(std::uint64_t iteration, IndexRange keys, std::uint32_t first_bucket,
+                  std::span<const std::uint32_t> counts, std::span<const std::uint32_t> values) {
+  ByteWriter w(keys_header_bytes + 4 * (counts.size() + values.size()));  // one allocation
+  w.u64(iteration);
+  write_range(w, keys);
+  w.u32(first_bucket);
+  w.u32(static_cast<std::uint32_t>(counts.size()));
   Bytes out = std::move(w).take();
-  append_u32s(out, m.counts);
-  append_u32s(out, m.values);
+  append_u32s(out, counts);
+  append_u32s(out, values);
   return out;
 }
 

@@ -58,6 +58,9 @@ struct KeysMessage {
 Bytes encode(const CountsMessage& m);
 Bytes encode(const LowerMessage& m);
 Bytes encode(const KeysMessage& m);
+// A KeysMessage's encoding from its parts where the sender has them (no copy into a KeysMessage first).
+Bytes encode_keys(std::uint64_t iteration, IndexRange keys, std::uint32_t first_bucket,
+                  std::span<const std::uint32_t> counts, std::span<const std::uint32_t> values);
 Bytes encode(const RunReport& m);
 Bytes encode(const InputReport& m);
 Bytes encode_progress(std::uint64_t complete_through);

@@ -425,6 +425,9 @@ TEST_CASE("isort: one node sorts class S alone and counts the messages it cannot
   REQUIRE(sorter.result());
   CHECK(*sorter.result() == sequential(S, 2));
   CHECK(sorter.stats().keys_ranked == 2 * max_iterations * S.keys);
+  // Sixteen key blocks of N / 16 keys, each an iteration at a time, never merged into larger ones: the node
+  // answers joins and leaves between them.
+  CHECK(sorter.stats().key_iterations == 2 * max_iterations * 16);
   CHECK(sorter.stats().bad_messages == tag_count + 2);
   CHECK(sorter.stats().send_errors == 0);
   CHECK_FALSE(node.finalize());
