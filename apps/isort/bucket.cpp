@@ -71,8 +71,6 @@ bool BucketRecord::add_keys(std::uint64_t g, std::span<const std::uint32_t> keys
     return false;
   }
   BucketIteration& s = at(g);
-  // Once the counts say how many keys come, room for all of them at once instead of growing by copies.
-  if (s.counted.complete() && s.keys.capacity() < s.total) s.keys.reserve(s.total);
   s.keys.insert(s.keys.end(), keys.begin(), keys.end());
   return true;
 }
@@ -193,7 +191,8 @@ std::optional<BucketRecord> BucketRecord::read(const NpbClass& c, ByteReader& r)
       return std::nullopt;
     }
     const bool valid =
-        s.counted.end() == c.keys && s.lower.end() == bucket && consistent(s) &&
+        s.counted.end() == c.keys && s.lower.end() == bucket && s.total <= c.keys && s.offset <= c.keys &&
+        consistent(s) &&
         std::all_of(s.keys.begin(), s.keys.end(), [&](std::uint32_t k) { return holds_key(c, bucket, k); }) &&
         std::all_of(s.queries.begin(), s.queries.end(), [&](auto& q) { return checks_query(c, bucket, q); });
     if (!valid) return std::nullopt;

@@ -280,6 +280,21 @@ TEST_CASE("isort: a bucket record with buffered data survives pack and unpack an
   forged[1] = std::byte{0xff};  // the bucket index, now beyond the class's buckets
   ByteReader rf(forged);
   CHECK_FALSE(BucketRecord::read(S, rf));
+
+  // A total of more keys than the class has (no counts message can make one) is refused too.
+  BucketRecord one(S, j);
+  REQUIRE(one.add_counts(5, {0, S.keys}, 12345, {}));
+  ByteWriter w1;
+  one.write(w1);
+  Bytes big = std::move(w1).take();
+  const std::byte total_le[8]{std::byte{0x39}, std::byte{0x30}};  // 12345, little-endian
+  const auto at = std::search(big.begin(), big.end(), std::begin(total_le), std::end(total_le));
+  REQUIRE(at != big.end());
+  ByteReader as_written(big);
+  CHECK(BucketRecord::read(S, as_written));
+  base::store_le<std::uint64_t>(&*at, S.keys + 1);
+  ByteReader too_many(big);
+  CHECK_FALSE(BucketRecord::read(S, too_many));
 }
 
 TEST_CASE("isort: the collector's state survives pack and unpack mid-iteration") {
