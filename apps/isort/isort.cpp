@@ -120,9 +120,8 @@ void Sorter::run_iteration(KeyBlock& b) {
 }
 
 void Sorter::send_keys(const KeyBlock& b, std::uint64_t g, const std::vector<std::uint32_t>& counts) {
-  std::vector<std::uint32_t>& grouped = grouped_;
-  b.by_bucket(class_, counts, grouped);
-  std::size_t start = 0;  // where bucket `first` begins in grouped
+  b.by_bucket(class_, counts, grouped_);
+  std::size_t start = 0;  // where bucket `first` begins in grouped_
   for (std::uint32_t first = 0; first < class_.buckets;) {
     std::uint32_t end = std::min(class_.buckets, first + options_.chunk_buckets);
     while (first < end && counts[first] == 0) ++first;
@@ -131,7 +130,7 @@ void Sorter::send_keys(const KeyBlock& b, std::uint64_t g, const std::vector<std
     if (first < last) {
       const auto chunk_counts = std::span<const std::uint32_t>(counts).subspan(first, last - first);
       const std::size_t n = std::accumulate(chunk_counts.begin(), chunk_counts.end(), std::size_t{0});
-      const auto values = std::span<const std::uint32_t>(grouped).subspan(start, n);
+      const auto values = std::span<const std::uint32_t>(grouped_).subspan(start, n);
       multicast_to(Tag::keys, {first, last}, bucket_map_,
                    encode_keys(g, {b.lo, b.hi}, first, chunk_counts, values));
       start += n;

@@ -19,13 +19,6 @@ std::vector<std::uint32_t> KeyBlock::count_buckets(const NpbClass& c) const {
   return counts;
 }
 
-std::vector<std::uint32_t> KeyBlock::by_bucket(const NpbClass& c,
-                                               const std::vector<std::uint32_t>& counts) const {
-  std::vector<std::uint32_t> out;
-  by_bucket(c, counts, out);
-  return out;
-}
-
 void KeyBlock::by_bucket(const NpbClass& c, const std::vector<std::uint32_t>& counts,
                          std::vector<std::uint32_t>& out) const {
   std::vector<std::size_t> place(c.buckets, 0);

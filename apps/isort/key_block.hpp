@@ -24,10 +24,9 @@ struct KeyBlock {
   void prepare(const NpbClass& c, std::uint64_t g);
   // How many of the keys fall into each bucket.
   std::vector<std::uint32_t> count_buckets(const NpbClass& c) const;
-  // The keys, bucket after bucket (counts from count_buckets).
-  std::vector<std::uint32_t> by_bucket(const NpbClass& c, const std::vector<std::uint32_t>& counts) const;
-  // The same into `out`, whose memory is reused from one iteration to the next (a fresh buffer of a block's
-  // keys each iteration cost a page fault per 4 KiB and a zero fill).
+  // The keys, bucket after bucket (counts from count_buckets), into `out`, whose memory the caller reuses from
+  // one iteration to the next (a fresh buffer of a block's keys each iteration cost a page fault per 4 KiB and
+  // a zero fill).
   void by_bucket(const NpbClass& c, const std::vector<std::uint32_t>& counts, std::vector<std::uint32_t>& out) const;
   // The partial-verification test keys among them, with their values.
   std::vector<TestQuery> test_queries(const NpbClass& c) const;

@@ -57,7 +57,8 @@ Verification simulate_round(const NpbClass& c, std::uint64_t nblocks, std::uint3
     for (KeyBlock& b : blocks) {
       b.prepare(c, g);
       const auto counts = b.count_buckets(c);
-      const auto grouped = std::make_shared<std::vector<std::uint32_t>>(b.by_bucket(c, counts));
+      const auto grouped = std::make_shared<std::vector<std::uint32_t>>();
+      b.by_bucket(c, counts, *grouped);
       const auto queries = b.test_queries(c);
       const IndexRange range{b.lo, b.hi};
       std::size_t start = 0;
