@@ -8,11 +8,14 @@
 // is one fault per 2 MiB, and a freed block is reused instead of unmapped and faulted in again. Blocks of
 // less than 64 KiB (nb < 91) come from malloc.
 //
-// The pool keeps what it was given until the process ends: at most the peak of each size class (sizes are
-// rounded up to 64 KiB, so a block size has one class and interchange rows a few). Threads: any (a mutex).
+// The pool keeps what it was given until the process ends (BlockPool below says how it hands it out).
+// Threads: any (a mutex).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
@@ -31,6 +34,31 @@ struct BlockMemoryStats {
   std::size_t free_bytes = 0;
 };
 BlockMemoryStats block_memory_stats();
+
+// The pool behind the functions above (one per process; a test makes its own). Sizes are rounded up to a size
+// class, eight per doubling (2^k, 9/8·2^k .. 15/8·2^k), so that the many sizes of interchanged rows share a few
+// classes and reuse each other's buffers; a power-of-two block size is its own class. A buffer comes from its
+// class's free list, else from the current arena, else from the front of a free buffer of a larger class
+// (memory already touched, where a new arena would fault in fresh pages), else from a new arena of at least 64
+// MiB, aligned to a huge page. Freed buffers go back to their class, never to the system.
+class BlockPool {
+ public:
+  void* allocate(std::size_t bytes);  // throws std::bad_alloc
+  void free(void* p, std::size_t bytes);
+  // Maps and touches a new arena unless the current one has `bytes` left.
+  void reserve(std::size_t bytes);
+  BlockMemoryStats stats();
+
+ private:
+  void file(void* p, std::size_t size);  // onto its class's free list (never throws)
+  void* split_larger(std::size_t size);
+  void map_arena(std::size_t at_least);
+
+  std::mutex mutex_;
+  std::map<std::size_t, std::vector<void*>> free_;  // by size class
+  std::uintptr_t arena_next_ = 0, arena_end_ = 0;
+  std::size_t mapped_bytes_ = 0, free_bytes_ = 0;
+};
 
 template <class T>
 struct BlockAllocator {

@@ -292,7 +292,10 @@ bool Factorization::panel_gathered(const BlockRecord& diagonal) const {
 void Factorization::factor(const BlockRecord& diagonal) {
   const std::uint32_t k = diagonal.step, side = layout_.per_side(), nb = layout_.nb();
   const std::uint32_t m = (side - k) * nb;
-  Doubles panel(std::size_t{m} * nb);
+  // The first panel is the tallest: one buffer serves every step (a new one per step would be fresh memory,
+  // a page fault per huge page, each time).
+  Doubles& panel = panel_;
+  if (panel.size() < std::size_t{m} * nb) panel.resize(std::size_t{m} * nb);
   for (std::uint32_t row = k; row < side; ++row)
     copy_into_panel(diagonal.input(InputKind::panel, k, row)->data, panel, row - k, m, nb);
   std::vector<std::uint32_t> pivots;

@@ -126,6 +126,7 @@ class Factorization {
   // Each step's pivots and their net row moves, computed once for all the blocks here (derived from inputs, so
   // not state: it does not move).
   std::map<std::uint32_t, std::pair<std::vector<std::uint32_t>, std::vector<RowMove>>> moves_;
+  Doubles panel_;  // factor's scratch: the gathered panel (not state)
   std::optional<Summary> result_;
   bool done_ = false;
   LuStats stats_;

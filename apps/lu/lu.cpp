@@ -1,6 +1,7 @@
 // apps/lu/lu.cpp — see lu.hpp: the problem's checks, the RESULT line, the sequential baseline.
 #include "apps/lu/lu.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -16,6 +17,13 @@ std::string validate(const Problem& p, std::uint64_t space_size) {
   if (p.n % p.block != 0) return "the block size must divide N";
   if (!Layout::make(p.n, p.block, space_size)) return "too many blocks for the virtual node space";
   return "";
+}
+
+std::uint32_t default_block(std::uint32_t n) {
+  constexpr std::uint32_t largest = 512, min_side = 8;
+  for (std::uint32_t nb = std::clamp(n / min_side, 1u, largest); nb > 1; --nb)
+    if (n % nb == 0) return nb;
+  return 1;
 }
 
 double Summary::gflops() const {

@@ -15,14 +15,17 @@ namespace phoenix::apps::lu {
 
 struct Problem {
   std::uint32_t n = 1024;    // N
-  // nb, divides N. At N = 4096, one BLAS thread per process, 128 ran within 8 % of the best size (256) on 1
-  // and 2 processes and 1.25-1.55 times as fast as the paper's 64, with four times the blocks of 256 to spread
-  // over more processes (bench/README.md, "Applications").
-  std::uint32_t block = 128;
+  std::uint32_t block = 0;   // nb, divides N; 0: default_block(n)
   bool pivoting = true;      // false: the paper's variant on a diagonally dominant matrix
   std::uint64_t seed = 1;
   bool check = true;  // compute the residual at the end (the collector then holds all of L and U)
 };
+
+// The block size a run takes unless told: the largest divisor of N up to 512 that cuts the matrix into at
+// least 8 blocks a side. The BLAS updates run fastest on the largest blocks (at N = 4096 on one process, 512
+// ran a fifth faster than 128: bench/README.md, "Applications"), and 64 blocks keep 2-4 processes busy; on
+// more, a smaller --block gives each more blocks to share.
+std::uint32_t default_block(std::uint32_t n);
 
 // The matrix a problem factors.
 inline MatrixSpec matrix_of(const Problem& p) { return MatrixSpec{p.n, p.seed, !p.pivoting}; }

@@ -1,4 +1,4 @@
-// lu — dense LU factorisation (paper 4.3.2, 6) of an N×N matrix in nb×nb blocks (128 by default) spread over
+// lu — dense LU factorisation (paper 4.3.2, 6) of an N×N matrix in nb×nb blocks (up to 512) spread over
 // the virtual node space, on local node processes that join and leave while it runs. Partial pivoting by default
 // (PA = LU, as LAPACK's dgetrf), the paper's variant without pivoting with --no-pivot. Progress is counted in
 // flops; the residual ||PA - LU|| / ||A|| is computed at the end and checked. Started by the shell phsh
@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
   apps::lu::Problem problem;
   bool no_pivot = false, no_check = false, sequential_only = false;
   cli.add_option("--n", problem.n, "order N of the matrix")->check(CLI::Range(1u, 65536u));
-  cli.add_option("--block", problem.block, "block size nb, which must divide N (default 128)")
+  cli.add_option("--block", problem.block,
+                 "block size nb, which must divide N (default: the largest divisor of N up to 512 that leaves 8 "
+                 "blocks a side; on more than 4 processes a smaller one gives each more blocks)")
       ->check(CLI::Range(1u, 4096u));
   cli.add_flag(
       "--no-pivot", no_pivot,
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(cli, argc, argv);
   problem.pivoting = !no_pivot;
   problem.check = !no_check;
+  if (problem.block == 0) problem.block = apps::lu::default_block(problem.n);
   if (launch::spawned_by_shell()) {
     return launch::run_spawned_node([&](launch::NodeProcess& p) { return apps::lu::run_node(p, problem); });
   }

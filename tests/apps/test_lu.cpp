@@ -273,6 +273,36 @@ TEST_CASE("lu: block memory reserved ahead serves the next blocks without mappin
   CHECK(block_memory_stats().free_bytes == reserved.free_bytes + (pooled ? blocks * block_bytes : 0));
 }
 
+TEST_CASE("lu: a freed buffer larger than the one asked for is split before more memory is mapped, and "
+          "interchanged rows of nearby sizes reuse one buffer") {
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  BlockPool pool;
+  void* big = pool.allocate(64 * mib);  // one arena, all of it
+  const std::size_t mapped = pool.stats().mapped_bytes;
+  REQUIRE(mapped == 64 * mib);
+  pool.free(big, 64 * mib);
+  // The arena is used up: 16 MiB come from the front of the free 64, the rest serves 48 MiB.
+  CHECK(pool.allocate(16 * mib) == big);
+  CHECK(pool.allocate(48 * mib) == static_cast<std::byte*>(big) + 16 * mib);
+  CHECK(pool.stats().mapped_bytes == mapped);
+  CHECK(pool.stats().free_bytes == 0);
+
+  // 1,000,000 and 990,000 bytes are one class (eight per doubling): the second takes the first's buffer.
+  void* rows = pool.allocate(1'000'000);
+  pool.free(rows, 1'000'000);
+  CHECK(pool.allocate(990'000) == rows);
+}
+
+TEST_CASE("lu: the default block size is the largest divisor of N up to 512 that leaves 8 blocks a side") {
+  CHECK(default_block(4096) == 512);
+  CHECK(default_block(15360) == 512);
+  CHECK(default_block(2048) == 256);
+  CHECK(default_block(1000) == 125);
+  CHECK(default_block(97) == 1);  // a prime: blocks of one
+  CHECK(default_block(4) == 1);
+  CHECK(validate(Problem{4096, default_block(4096), true, 1, true}, L).empty());
+}
+
 // --- records and messages -----------------------------------------------------------------------------------
 
 TEST_CASE("lu: messages and final blocks survive their encoding, and truncated ones are refused") {
