@@ -20,20 +20,36 @@ std::uint64_t splitmix64(std::uint64_t x) {
 
 int blas_int(std::uint64_t v) { return static_cast<int>(v); }
 
-// The unblocked right-looking elimination of the paper's Figure 4 on an m×nb panel, no interchanges.
-int factor_without_pivoting(std::span<double> a, std::uint32_t m, std::uint32_t nb) {
+// The right-looking elimination of the paper's Figure 4 on the m×n panel at a (leading dimension lda), no
+// interchanges, recursive on the columns (Toledo's): the left half, the top-right solve and bottom-right update
+// (Level-3 BLAS), the right half; the unblocked loop only on narrow parts. Column by column throughout, it ran
+// a 4096×512 panel at a fifth of the update's speed. Returns LAPACK's info (first zero pivot, from 1) or 0.
+int factor_without_pivoting(double* a, int m, int n, int lda) {
+  constexpr int unblocked_below = 16;
   int info = 0;
-  for (std::uint32_t c = 0; c < nb && c < m; ++c) {
-    double* diag = &a[std::size_t{c} * m + c];
-    const int below = blas_int(m - c - 1), right = blas_int(nb - c - 1);
-    if (*diag == 0) {
-      if (info == 0) info = blas_int(c + 1);
-    } else {
-      cblas_dscal(below, 1.0 / *diag, diag + 1, 1);
+  if (n <= unblocked_below) {
+    for (int c = 0; c < n && c < m; ++c) {
+      double* diag = a + std::size_t(c) * lda + c;
+      const int below = m - c - 1, right = n - c - 1;
+      if (*diag == 0) {
+        if (info == 0) info = c + 1;
+      } else {
+        cblas_dscal(below, 1.0 / *diag, diag + 1, 1);
+      }
+      if (below > 0 && right > 0)
+        cblas_dger(CblasColMajor, below, right, -1.0, diag + 1, 1, diag + lda, lda, diag + lda + 1, lda);
     }
-    if (below > 0 && right > 0)
-      cblas_dger(CblasColMajor, below, right, -1.0, diag + 1, 1, diag + m, blas_int(m), diag + m + 1,
-                 blas_int(m));
+    return info;
+  }
+  const int n1 = n / 2, n2 = n - n1;
+  info = factor_without_pivoting(a, m, n1, lda);
+  double* a12 = a + std::size_t(n1) * lda;
+  cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, n1, n2, 1.0, a, lda, a12, lda);
+  if (m > n1) {
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m - n1, n2, n1, -1.0, a + n1, lda, a12, lda, 1.0,
+                a12 + n1, lda);
+    if (const int right = factor_without_pivoting(a12 + n1, m - n1, n2, lda); right != 0 && info == 0)
+      info = right + n1;
   }
   return info;
 }
@@ -73,7 +89,7 @@ std::vector<double> generate_matrix(const MatrixSpec& m) {
 int factor_panel(std::span<double> a, std::uint32_t m, std::uint32_t nb, bool pivoting,
                  std::vector<std::uint32_t>& pivots) {
   pivots.clear();
-  if (!pivoting) return factor_without_pivoting(a, m, nb);
+  if (!pivoting) return factor_without_pivoting(a.data(), blas_int(m), blas_int(nb), blas_int(m));
   std::vector<lapack_int> ipiv(nb);
   const lapack_int info =
       LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, blas_int(m), blas_int(nb), a.data(), blas_int(m), ipiv.data());

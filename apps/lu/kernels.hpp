@@ -34,7 +34,7 @@ std::vector<double> generate_matrix(const MatrixSpec& m);
 // --- block kernels (nb×nb, column-major) --------------------------------------------------------------------
 
 // Factors the m×nb column-major panel a in place into L (unit lower) and U: with pivoting by LAPACKE_dgetrf,
-// `pivots` receiving, for each column i, the panel row (0-based) swapped with row i; without, by an unblocked
+// `pivots` receiving, for each column i, the panel row (0-based) swapped with row i; without, by a recursive
 // elimination that leaves `pivots` empty. Returns LAPACK's info: 0, or i+1 if U(i, i) is exactly zero.
 int factor_panel(std::span<double> a, std::uint32_t m, std::uint32_t nb, bool pivoting,
                  std::vector<std::uint32_t>& pivots);

@@ -182,20 +182,29 @@ TEST_CASE("lu: a panel factored with partial pivoting satisfies PA = LU") {
 }
 
 TEST_CASE("lu: a diagonally dominant panel factored without pivoting satisfies A = LU") {
-  const std::uint32_t m = 24, nb = 8;
-  auto a = random_matrix(m, nb, 5);
-  for (std::uint32_t i = 0; i < nb; ++i) a[i * m + i] += m;
-  auto lu = a;
-  std::vector<std::uint32_t> pivots;
-  REQUIRE(factor_panel(lu, m, nb, false, pivots) == 0);
-  CHECK(pivots.empty());
-  CHECK(max_difference(naive_product(lu, m, nb), a) < 1e-12);
+  // 8 columns: the unblocked loop alone; 40 and 37: the recursion (halves of 20, 10 / 18, 19, ...) over it.
+  for (const auto& [m, nb] : {std::pair{24u, 8u}, {96u, 40u}, {37u, 37u}}) {
+    CAPTURE(nb);
+    auto a = random_matrix(m, nb, 5);
+    for (std::uint32_t i = 0; i < nb; ++i) a[i * m + i] += m;
+    auto lu = a;
+    std::vector<std::uint32_t> pivots;
+    REQUIRE(factor_panel(lu, m, nb, false, pivots) == 0);
+    CHECK(pivots.empty());
+    CHECK(max_difference(naive_product(lu, m, nb), a) < 1e-12);
+  }
 }
 
 TEST_CASE("lu: a zero pivot without pivoting is reported as LAPACK's info") {
   std::vector<double> a(4 * 2, 1.0);  // every column equal: U(1, 1) = 0
   std::vector<std::uint32_t> pivots;
   CHECK(factor_panel(a, 4, 2, false, pivots) == 2);
+  // In the right half of a recursive split: a dominant diagonal but column 30 zero, so U(30, 30) = 0 exactly.
+  const std::uint32_t m = 48, nb = 32;
+  auto wide = random_matrix(m, nb, 7);
+  for (std::uint32_t i = 0; i < nb; ++i) wide[i * m + i] += m;
+  std::fill_n(&wide[30 * m], m, 0.0);
+  CHECK(factor_panel(wide, m, nb, false, pivots) == 31);
 }
 
 TEST_CASE("lu: the net row moves of a step equal the pivots applied row by row") {
