@@ -14,9 +14,9 @@
 namespace phoenix::apps::lu {
 
 struct Problem {
-  std::uint32_t n = 1024;    // N
-  std::uint32_t block = 0;   // nb, divides N; 0: default_block(n)
-  bool pivoting = true;      // false: the paper's variant on a diagonally dominant matrix
+  std::uint32_t n = 1024;   // N
+  std::uint32_t block = 0;  // nb, divides N; 0: default_block(n)
+  bool pivoting = true;     // false: the paper's variant on a diagonally dominant matrix
   std::uint64_t seed = 1;
   bool check = true;  // compute the residual at the end (the collector then holds all of L and U)
 };

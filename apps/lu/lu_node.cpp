@@ -3,6 +3,7 @@
 // assumes everything (the first node, which creates every block), joins or resumes, handles messages until the
 // run is over, and leaves when told, its blocks going to a neighbour with their state, or suspends when told,
 // its blocks going to a file.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <phoenix/node.hpp>
@@ -96,6 +97,15 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
     block_memory_reserve(std::size_t{problem.n} * (problem.n + 12 * problem.block) * sizeof(double));
     lu.start();
   };
+  // A node that joins takes half of one node's blocks, about half of an even share of the matrix: it maps and
+  // touches that much, and half the first node's allowance for data in flight, before it asks, so that the
+  // blocks it takes or generates cost no page fault while the run goes on. The nodes it knows of stand for
+  // those present.
+  if (process.role() == launch::NodeProcess::Role::join) {
+    const std::size_t present = std::max<std::size_t>(1, process.peers().size());
+    const std::size_t values = std::size_t{problem.n} * (problem.n / (2 * present) + 6 * problem.block);
+    block_memory_reserve(values * sizeof(double));
+  }
   if (!launch::enter_space(process, node, start)) return 1;
 
   const End end = run(node, lu, process);

@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
   bool no_pivot = false, no_check = false, sequential_only = false;
   cli.add_option("--n", problem.n, "order N of the matrix")->check(CLI::Range(1u, 65536u));
   cli.add_option("--block", problem.block,
-                 "block size nb, which must divide N (default: the largest divisor of N up to 512 that leaves 8 "
-                 "blocks a side; on more than 4 processes a smaller one gives each more blocks)")
+                 "block size nb, which must divide N (default: the largest divisor of N up to 512 that leaves "
+                 "8 blocks a side; on more than 4 processes a smaller one gives each more blocks)")
       ->check(CLI::Range(1u, 4096u));
   cli.add_flag(
       "--no-pivot", no_pivot,
