@@ -17,25 +17,33 @@ Collector::Collector(const Problem& problem, const Layout& layout, std::int64_t 
 
 bool Collector::add(FinalBlock f) {
   if (f.block >= layout_.blocks() || blocks_.contains(f.block)) return false;
-  const std::size_t data_size = problem_.check ? std::size_t{layout_.nb()} * layout_.nb() : 0;
   const std::uint32_t row = layout_.row(f.block);
   const bool has_pivots = problem_.pivoting && row == layout_.col(f.block);
-  if (f.data.size() != data_size || (has_pivots ? !layout_.valid_pivots(f.pivots, row) : !f.pivots.empty()))
-    return false;
+  if (!f.data.empty() || (has_pivots ? !layout_.valid_pivots(f.pivots, row) : !f.pivots.empty())) return false;
   if (has_pivots) pivots_[row] = std::move(f.pivots);
-  blocks_.emplace(f.block, std::move(f.data));
+  blocks_.emplace(f.block, Doubles());
   migrations_ += f.migrations;
   return true;
 }
 
-Summary Collector::conclude(std::int64_t now_ns) const {
+bool Collector::add_data(std::uint64_t block, Doubles data) {
+  if (!problem_.check || !stopped()) return false;
+  const auto it = blocks_.find(block);
+  if (it == blocks_.end() || !it->second.empty() || data.size() != std::size_t{layout_.nb()} * layout_.nb())
+    return false;
+  it->second = std::move(data);
+  ++with_data_;
+  return true;
+}
+
+Summary Collector::conclude() const {
   Summary s;
   s.n = problem_.n;
   s.block = problem_.block;
   s.pivoting = problem_.pivoting;
-  s.seconds = static_cast<double>(now_ns - start_ns_) * 1e-9;
+  s.seconds = static_cast<double>(end_ns_ - start_ns_) * 1e-9;
   s.migrations = migrations_;
-  if (problem_.check && complete()) record_residual(s, residual());
+  if (problem_.check && gathered()) record_residual(s, residual());
   return s;
 }
 
@@ -65,10 +73,11 @@ double Collector::residual() const {
   return relative_residual(generate_matrix(matrix_of(problem_)), lu, pivots, n);
 }
 
-// The blocks go as the final blocks they came as (the diagonal ones with their step's pivots), so reading them
-// back checks them as add() did.
+// The blocks go as the final blocks they came as (the diagonal ones with their step's pivots), with the data
+// gathered so far, so reading them back checks them as add() and add_data() did.
 void Collector::write(ByteWriter& w) const {
   w.u64(static_cast<std::uint64_t>(start_ns_));
+  w.u64(static_cast<std::uint64_t>(end_ns_));
   w.u64(migrations_);
   w.u64(blocks_.size());
   // With the check, the final blocks are most of the matrix: one allocation for them, and no copy of a block.
@@ -86,13 +95,19 @@ void Collector::write(ByteWriter& w) const {
 }
 
 std::optional<Collector> Collector::read(ByteReader& r, const Problem& problem, const Layout& layout) {
-  std::uint64_t start = 0, migrations = 0, count = 0;
-  if (!r.u64(start) || !r.u64(migrations) || !r.u64(count) || count > layout.blocks()) return std::nullopt;
+  std::uint64_t start = 0, end = 0, migrations = 0, count = 0;
+  if (!r.u64(start) || !r.u64(end) || !r.u64(migrations) || !r.u64(count) || count > layout.blocks())
+    return std::nullopt;
   Collector c(problem, layout, static_cast<std::int64_t>(start));
+  c.end_ns_ = static_cast<std::int64_t>(end);
   for (std::uint64_t i = 0; i < count; ++i) {
     FinalBlock f;
-    if (!read_final(r, f) || !c.add(std::move(f))) return std::nullopt;
+    if (!read_final(r, f)) return std::nullopt;
+    Doubles data = std::move(f.data);
+    const std::uint64_t block = f.block;
+    if (!c.add(std::move(f)) || (!data.empty() && !c.add_data(block, std::move(data)))) return std::nullopt;
   }
+  if (c.stopped() && !c.complete()) return std::nullopt;  // an end with blocks missing: no collector's state
   c.migrations_ = migrations;
   return c;
 }

@@ -1,6 +1,7 @@
-// apps/lu/collector.hpp — the record of virtual node 0 that gathers the final blocks (docs/lu.md): it counts them,
-// keeps their data and the pivots of every step when the run checks its result, and at the end measures the
-// time and the residual. It moves with virtual node 0 like a block's record.
+// apps/lu/collector.hpp — the record of virtual node 0 that counts the final blocks (docs/lu.md): with the
+// pivots of every step, and the time once the last is final. When the run checks its result, it then gathers
+// the final blocks' data, which stayed with their records meanwhile, and measures the residual. It moves with
+// virtual node 0 like a block's record.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +22,20 @@ class Collector {
  public:
   Collector(const Problem& problem, const Layout& layout, std::int64_t start_ns);
 
-  // False, and nothing changes, if f is not a final block of this run: an unknown block, one already in, data
-  // of the wrong size, or pivots where there should be none (or bad ones).
+  // Counts a final block. False, and nothing changes, if f is not a final block of this run: an unknown block,
+  // one already in, data (it comes later, to gather), or pivots where there should be none (or bad ones).
   bool add(FinalBlock f);
   bool complete() const { return blocks_.size() == layout_.blocks(); }
-  // The run's summary; with check, the residual is computed here (O(N³) on this thread, 3·N² doubles).
-  Summary conclude(std::int64_t now_ns) const;
+  // Once complete: the factorisation's end.
+  void stop(std::int64_t now_ns) { end_ns_ = now_ns; }
+  bool stopped() const { return end_ns_ != 0; }
+  // A counted block's data, once stopped, in a run that checks. False, and nothing changes, if not, or if the
+  // block is not counted, has its data, or the data is not nb² values.
+  bool add_data(std::uint64_t block, Doubles data);
+  bool gathered() const { return with_data_ == layout_.blocks(); }
+  // The run's summary, once stopped; with check and gathered, the residual is computed here (O(N³) on this
+  // thread, 3·N² doubles).
+  Summary conclude() const;
 
   void write(ByteWriter& w) const;
   static std::optional<Collector> read(ByteReader& r, const Problem& problem, const Layout& layout);
@@ -36,8 +45,9 @@ class Collector {
 
   Problem problem_;
   Layout layout_;
-  std::int64_t start_ns_ = 0;
-  std::map<std::uint64_t, Doubles> blocks_;         // final data by block (empty without check)
+  std::int64_t start_ns_ = 0, end_ns_ = 0;
+  std::map<std::uint64_t, Doubles> blocks_;  // counted blocks, with their data once gathered
+  std::uint64_t with_data_ = 0;
   std::map<std::uint32_t, std::vector<std::uint32_t>> pivots_;  // by step
   std::uint64_t migrations_ = 0;
 };

@@ -89,6 +89,10 @@ void Factorization::handle(const Message& m) {
       return on_final(m);
     case tag_done:
       return on_done(m);
+    case tag_gather:
+      return on_gather(m);
+    case tag_data:
+      return on_data(m);
     default:
       reject("a message with tag " + std::to_string(m.tag()));
   }
@@ -143,7 +147,32 @@ void Factorization::on_final(const Message& m) {
   }
   auto f = decode_final(m.bytes());
   if (!f || !collector_->add(std::move(*f))) return reject("a malformed or repeated final block");
-  if (collector_->complete()) conclude();
+  counted();
+}
+
+// The collector asks this node's final blocks among the multicast's for their data.
+void Factorization::on_gather(const Message& m) {
+  const auto d = accept_multicast(node_, m, layout_.by_row());
+  if (!d) return reject("a malformed gathering of the final blocks");
+  if (d->forward_error) {
+    ++stats_.send_errors;
+    lu_log()->error("forwarding the gathering failed: {}", d->forward_error.message());
+  }
+  for (const IndexRange& run : d->mine)
+    for (std::uint64_t b = run.lo; b < run.hi; ++b) give_data(b);
+}
+
+void Factorization::on_data(const Message& m) {
+  if (m.dest() != 0) return reject("a final block's data sent elsewhere than virtual node 0");
+  if (!collector_) {
+    if (assumes(0)) return reject("a final block's data where virtual node 0 has no collector");
+    return send_bytes(0, tag_data, Bytes(m.bytes().begin(), m.bytes().end()));  // it moved meanwhile
+  }
+  if (m.bytes().size() > max_payload_bytes()) return reject("an oversized final block");
+  auto f = decode_final(m.bytes());
+  if (!f || !f->pivots.empty() || !collector_->add_data(f->block, std::move(f->data)))
+    return reject("a malformed, unexpected or repeated final block's data");
+  if (collector_->gathered()) conclude();
 }
 
 void Factorization::on_done(const Message& m) {
@@ -405,22 +434,59 @@ void Factorization::apply_moves(BlockRecord& r, const std::vector<RowMove>& move
   }
 }
 
-// r is done: its data (if the run checks) goes to the collector, and only a small final record stays.
+// r is done: the collector counts it, and the record keeps only its data, if the run checks, until the
+// collector gathers it once every block is final (so that the node with virtual node 0 does not carry all of
+// L and U, and hand it on when it leaves, while the factorisation runs).
 void Factorization::finish(BlockRecord& r, std::vector<std::uint32_t> pivots) {
   FinalBlock f{r.index, r.migrations, std::move(pivots), {}};
-  if (problem_.check) f.data = std::move(r.data);
   r.final = true;
-  r.data = {};
+  if (!problem_.check) r.data = {};
   r.inputs.clear();
   ++stats_.blocks_finished;
   if (!collector_) return send_bytes(0, tag_final, encode(f));
   if (!collector_->add(std::move(f))) return reject("a repeated final block");
-  if (collector_->complete()) conclude();
+  counted();
 }
 
-// Every block is final: the summary, then the end of the run for every node.
+// Once every block is counted, the factorisation is over: the clock stops, and a run that checks gathers the
+// final data (one multicast to every block) before it concludes.
+void Factorization::counted() {
+  if (!collector_->complete()) return;
+  collector_->stop(wall_clock_ns());
+  lu_log()->info("every block is final after {:.3f} s", collector_->conclude().seconds);
+  if (!problem_.check) return conclude();
+  const IndexRange all{0, layout_.blocks()};
+  const VnodeMap map = layout_.by_row();
+  const auto split = split_by_owner(node_, all, map);
+  if (!split) {
+    ++stats_.send_errors;
+    return lu_log()->error("the final blocks cannot be multicast to");
+  }
+  if (!split->rest.empty()) {
+    if (auto ec = multicast_runs(node_, first_tag_ + tag_gather, split->rest, map, {})) {
+      ++stats_.send_errors;
+      lu_log()->error("gathering the final blocks failed: {}", ec.message());
+    }
+  }
+  for (const IndexRange& run : split->mine)
+    for (std::uint64_t b = run.lo; b < run.hi; ++b) give_data(b);
+}
+
+// A final block's data to the collector, here or at virtual node 0.
+void Factorization::give_data(std::uint64_t block) {
+  const auto it = records_.find(block);
+  if (it == records_.end() || !it->second.final || it->second.data.empty())
+    return reject("a gathering of block " + std::to_string(block) + ", which has no final data here");
+  Doubles data = std::move(it->second.data);
+  it->second.data = {};
+  if (!collector_) return send_bytes(0, tag_data, encode(FinalBlock{block, 0, {}, std::move(data)}));
+  if (!collector_->add_data(block, std::move(data))) return reject("a final block's data twice");
+  if (collector_->gathered()) conclude();
+}
+
+// Every block is final (and gathered, if the run checks): the summary, then the end of the run for every node.
 void Factorization::conclude() {
-  result_ = collector_->conclude(wall_clock_ns());
+  result_ = collector_->conclude();
   lu_log()->info("factorised: {}", describe(*result_));
   if (auto ec =
           multicast(node_, first_tag_ + tag_done, IndexRange{0, node_.space_size()}, identity_map(), {})) {

@@ -37,9 +37,10 @@ struct LuStats {
 
 class Factorization {
  public:
-  static constexpr int default_first_tag = 3000;  // tags first_tag .. first_tag + 6
-  // Of pack's state (2: rows inputs column-major; 3: no interchanges left of the panel): unpack takes its own.
-  static constexpr std::uint32_t state_version = 3;
+  static constexpr int default_first_tag = 3000;  // tags first_tag .. first_tag + 8
+  // Of pack's state (2: rows inputs column-major; 3: no interchanges left of the panel; 4: final data stays
+  // with the records until gathered): unpack takes its own.
+  static constexpr std::uint32_t state_version = 4;
 
   Factorization(Node& node, const Problem& problem, const Layout& layout, int first_tag = default_first_tag);
   Factorization(const Factorization&) = delete;
@@ -70,12 +71,16 @@ class Factorization {
  private:
   // tag_left is no longer sent (the collector applies the interchanges left of each step); a message with it
   // is refused like any foreign tag.
-  enum Tag : int { tag_panel = 0, tag_row, tag_left, tag_column, tag_rows, tag_final, tag_done };
+  // gather: the collector's multicast to every final block, once all are final, when the run checks; data: a
+  // final block's data to the collector in answer.
+  enum Tag : int { tag_panel = 0, tag_row, tag_left, tag_column, tag_rows, tag_final, tag_done, tag_gather, tag_data };
 
   // messages in
   void on_direct(const Message& m, InputKind kind);
   void on_multicast(const Message& m, InputKind kind, const VnodeMap& map);
   void on_final(const Message& m);
+  void on_gather(const Message& m);
+  void on_data(const Message& m);
   void on_done(const Message& m);
   BlockRecord* record_at(const Message& m);
   std::optional<std::uint32_t> sender_key(const BlockRecord& r, InputKind kind, const Payload& p) const;
@@ -99,6 +104,8 @@ class Factorization {
   void apply_moves(BlockRecord& r, const std::vector<RowMove>& moves,
                    const std::map<std::uint32_t, const Payload*>& from);
   void finish(BlockRecord& r, std::vector<std::uint32_t> pivots);
+  void counted();  // the collector counted a final block
+  void give_data(std::uint64_t block);
   void conclude();
   void ensure_data(BlockRecord& r) const;
   bool may_be_empty(const BlockRecord& r) const;

@@ -377,31 +377,68 @@ TEST_CASE("lu: block records with buffered inputs travel whole, and a shared inp
   CHECK_FALSE(read_records(wrong_size, 3, 10));  // 4 values are not a 3×3 block
 }
 
-TEST_CASE("lu: the collector refuses blocks it cannot have and counts the rest once") {
+TEST_CASE("lu: the collector counts final blocks once, then gathers their data once, and refuses what it cannot "
+          "have") {
   const Problem problem{32, 16, true, 1, true};
-  const auto layout = Layout::make(32, 16, L);
+  const auto layout = Layout::make(32, 16, L);  // 2×2 blocks
   REQUIRE(layout);
   Collector c(problem, *layout, 0);
   const Doubles block(16 * 16, 0.5);
-  CHECK_FALSE(c.add(FinalBlock{4, 0, {}, block}));    // no such block
-  CHECK_FALSE(c.add(FinalBlock{1, 0, {}, {1.0}}));    // wrong size
-  CHECK_FALSE(c.add(FinalBlock{1, 0, {16}, block}));  // pivots off the diagonal
-  CHECK_FALSE(c.add(FinalBlock{0, 0, {}, block}));    // the diagonal without pivots
-  std::vector<std::uint32_t> pivots(16);
+  CHECK_FALSE(c.add(FinalBlock{4, 0, {}, {}}));     // no such block
+  CHECK_FALSE(c.add(FinalBlock{1, 0, {}, block}));  // data: it comes when gathered
+  CHECK_FALSE(c.add(FinalBlock{1, 0, {16}, {}}));   // pivots off the diagonal
+  CHECK_FALSE(c.add(FinalBlock{0, 0, {}, {}}));     // the diagonal without pivots
+  std::vector<std::uint32_t> pivots(16), pivots1(16);
   std::iota(pivots.begin(), pivots.end(), 0);
-  CHECK(c.add(FinalBlock{0, 1, pivots, block}));
-  CHECK_FALSE(c.add(FinalBlock{0, 1, pivots, block}));  // twice
-  CHECK(c.add(FinalBlock{1, 0, {}, block}));
+  std::iota(pivots1.begin(), pivots1.end(), 16);
+  CHECK(c.add(FinalBlock{0, 1, pivots, {}}));
+  CHECK_FALSE(c.add(FinalBlock{0, 1, pivots, {}}));  // twice
+  CHECK(c.add(FinalBlock{1, 0, {}, {}}));
   CHECK_FALSE(c.complete());
+  CHECK_FALSE(c.add_data(1, block));  // before the end
 
-  ByteWriter w;
-  c.write(w);
-  const Bytes state = std::move(w).take();
-  ByteReader r(state);
-  auto back = Collector::read(r, problem, *layout);
+  const auto moved = [&](const Collector& from) {
+    ByteWriter w;
+    from.write(w);
+    const Bytes state = std::move(w).take();
+    ByteReader r(state);
+    return Collector::read(r, problem, *layout);
+  };
+  auto back = moved(c);
   REQUIRE(back);
-  CHECK(back->add(FinalBlock{2, 0, {}, block}));
-  CHECK_FALSE(back->add(FinalBlock{1, 0, {}, block}));  // came with the state
+  CHECK(back->add(FinalBlock{2, 0, {}, {}}));
+  CHECK_FALSE(back->add(FinalBlock{1, 0, {}, {}}));  // came with the state
+  CHECK(back->add(FinalBlock{3, 0, pivots1, {}}));
+  REQUIRE(back->complete());
+  back->stop(5);
+  CHECK(back->add_data(0, block));
+  CHECK_FALSE(back->add_data(0, block));       // twice
+  CHECK_FALSE(back->add_data(1, {1.0}));       // not a block's size
+  CHECK_FALSE(back->add_data(4, block));       // no such block
+  CHECK_FALSE(back->gathered());
+
+  auto mid = moved(*back);  // halfway through gathering
+  REQUIRE(mid);
+  CHECK_FALSE(mid->add_data(0, block));  // came with the state
+  for (std::uint64_t b = 1; b < 4; ++b) CHECK(mid->add_data(b, block));
+  REQUIRE(mid->gathered());
+  const Summary s = mid->conclude();
+  CHECK(s.checked);
+  CHECK(s.seconds == doctest::Approx(5e-9));
+  CHECK(s.migrations == 1);
+
+  Collector half(problem, *layout, 0);
+  REQUIRE(half.add(FinalBlock{1, 0, {}, {}}));
+  half.stop(5);
+  CHECK_FALSE(moved(half));  // an end with blocks missing is no collector's state
+
+  const Problem unchecked{32, 16, true, 1, false};
+  Collector quiet(unchecked, *layout, 0);
+  for (std::uint64_t b = 0; b < 4; ++b)
+    REQUIRE(quiet.add(FinalBlock{b, 0, b == 0 ? pivots : b == 3 ? pivots1 : std::vector<std::uint32_t>{}, {}}));
+  quiet.stop(5);
+  CHECK_FALSE(quiet.add_data(1, block));  // a run that does not check gathers nothing
+  CHECK_FALSE(quiet.conclude().checked);
 }
 
 TEST_CASE("lu: the RESULT line reads back as it was written") {
@@ -501,6 +538,49 @@ TEST_CASE("lu: records leave with pack and arrive with unpack, with everything t
   CHECK(to.stats().bad_messages == 0);
 }
 
+TEST_CASE("lu: a final block keeps its data with its record until every block is final, so the state of virtual "
+          "node 0 carries the count, not L and U") {
+  OneNode giver, taker;
+  const Problem problem{128, 32, true, 8, true};  // 4×4 blocks of 8 KiB
+  const auto layout = Layout::make(problem.n, problem.block, L);
+  REQUIRE(layout);
+  Factorization from(giver.node, problem, *layout), to(taker.node, problem, *layout);
+  REQUIRE_FALSE(giver.node.assume({0, L}));
+  from.start();
+  for (int i = 0; i < 200 && from.stats().blocks_finished < 6; ++i) from.run_ready(0ns);
+  REQUIRE(from.stats().blocks_finished >= 6);
+  REQUIRE_FALSE(from.result());
+  const std::size_t block_bytes = 32 * 32 * sizeof(double);
+  const auto first = from.pack({0, 1});  // the collector and block 0's record
+  REQUIRE(first);
+  CHECK(first->size() < block_bytes + 2048);
+  const auto rest = from.pack({1, L});
+  REQUIRE(rest);
+  ByteReader r(*rest);
+  std::uint32_t version = 0;
+  std::uint8_t with_collector = 1;
+  REQUIRE(r.u32(version));
+  REQUIRE(r.u8(with_collector));
+  CHECK(with_collector == 0);
+  const auto records = read_records(r, 32, layout->blocks());
+  REQUIRE(records);
+  int finals = 0;
+  for (const BlockRecord& rec : *records) {
+    if (!rec.final) continue;
+    ++finals;
+    CHECK(rec.data.size() == 32 * 32);
+  }
+  CHECK(finals >= 5);
+  // Gathered where the records went: the residual passes.
+  REQUIRE(to.unpack({1, L}, *rest));
+  REQUIRE(to.unpack({0, 1}, *first));
+  REQUIRE_FALSE(taker.node.assume({0, L}));
+  REQUIRE(run_until_done(taker.node, to));
+  REQUIRE(to.result());
+  CHECK(to.result()->passed);
+  CHECK(to.stats().bad_messages == 0);
+}
+
 TEST_CASE("lu: malformed messages and state are counted and ignored, nothing crashes") {
   OneNode one;
   const Problem problem{64, 16, true, 6, true};
@@ -515,7 +595,7 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
   const Doubles block(16 * 16, 1.0);
 
   std::vector<Message> bad;
-  for (int t = 0; t <= 7; ++t) bad.emplace_back(diagonal, 1, tag + t, Bytes(junk, junk + 5));
+  for (int t = 0; t <= 9; ++t) bad.emplace_back(diagonal, 1, tag + t, Bytes(junk, junk + 5));
   bad.emplace_back(diagonal + 1, 1, tag, encode(Payload{0, 0, {}, block}));  // no block lives there
   bad.emplace_back(other, 1, tag, encode(Payload{0, 0, {}, block}));         // a panel for a non-diagonal block
   bad.emplace_back(diagonal, 1, tag, encode(Payload{0, 9, {}, block}));      // from block row 9 of 4
@@ -523,7 +603,10 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
   bad.emplace_back(diagonal, 1, tag, encode(Payload{7, 1, {}, block}));      // step 7 of 4
   bad.emplace_back(other, 1, tag + 4, encode(Payload{0, 0, {70}, {1.0}}));   // rows of another block
   bad.emplace_back(5, 1, tag + 5, encode(FinalBlock{0, 0, {}, block}));      // a final block not sent to 0
-  bad.emplace_back(0, 1, tag + 5, encode(FinalBlock{0, 0, {}, block}));      // the diagonal without pivots
+  bad.emplace_back(0, 1, tag + 5, encode(FinalBlock{0, 0, {}, {}}));         // the diagonal without pivots
+  bad.emplace_back(0, 1, tag + 5, encode(FinalBlock{1, 0, {}, block}));      // data before the gathering
+  bad.emplace_back(5, 1, tag + 8, encode(FinalBlock{1, 0, {}, block}));      // data not sent to 0
+  bad.emplace_back(0, 1, tag + 8, encode(FinalBlock{1, 0, {}, block}));      // data before the gathering
   bad.emplace_back(diagonal, 1, tag - 1, Bytes(junk, junk + 5));             // not an LU tag
   const Doubles big(17 * 16, 1.0);
   bad.emplace_back(diagonal, 1, tag, encode(Payload{0, 1, {}, big}));  // more than a block: refused undecoded
