@@ -36,6 +36,11 @@ bool Collector::add_data(std::uint64_t block, Doubles data) {
   return true;
 }
 
+bool Collector::has_data(std::uint64_t block) const {
+  const auto it = blocks_.find(block);
+  return it != blocks_.end() && !it->second.empty();
+}
+
 Summary Collector::conclude() const {
   Summary s;
   s.n = problem_.n;
@@ -107,7 +112,9 @@ std::optional<Collector> Collector::read(ByteReader& r, const Problem& problem, 
     const std::uint64_t block = f.block;
     if (!c.add(std::move(f)) || (!data.empty() && !c.add_data(block, std::move(data)))) return std::nullopt;
   }
-  if (c.stopped() && !c.complete()) return std::nullopt;  // an end with blocks missing: no collector's state
+  // The clock stops in the same call that counts the last block: either without the other is no state a
+  // collector can be in (and would never gather, or stop).
+  if (c.stopped() != c.complete()) return std::nullopt;
   c.migrations_ = migrations;
   return c;
 }

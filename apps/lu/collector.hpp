@@ -32,6 +32,7 @@ class Collector {
   // A counted block's data, once stopped, in a run that checks. False, and nothing changes, if not, or if the
   // block is not counted, has its data, or the data is not nb² values.
   bool add_data(std::uint64_t block, Doubles data);
+  bool has_data(std::uint64_t block) const;
   bool gathered() const { return with_data_ == layout_.blocks(); }
   // The run's summary, once stopped; with check and gathered, the residual is computed here (O(N³) on this
   // thread, 3·N² doubles).

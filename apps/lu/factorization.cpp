@@ -145,6 +145,9 @@ void Factorization::on_final(const Message& m) {
     if (assumes(0)) return reject("a final block where virtual node 0 has no collector");
     return send_bytes(0, tag_final, Bytes(m.bytes().begin(), m.bytes().end()));  // it moved meanwhile
   }
+  // A final block carries its pivots, not its data: anything larger is refused before it is decoded.
+  if (m.bytes().size() > 64 + std::size_t{layout_.nb()} * sizeof(std::uint32_t))
+    return reject("an oversized final block");
   auto f = decode_final(m.bytes());
   if (!f || !collector_->add(std::move(*f))) return reject("a malformed or repeated final block");
   counted();
@@ -170,8 +173,9 @@ void Factorization::on_data(const Message& m) {
   }
   if (m.bytes().size() > max_payload_bytes()) return reject("an oversized final block");
   auto f = decode_final(m.bytes());
-  if (!f || !f->pivots.empty() || !collector_->add_data(f->block, std::move(f->data)))
-    return reject("a malformed, unexpected or repeated final block's data");
+  if (!f || !f->pivots.empty()) return reject("a malformed final block's data");
+  if (collector_->has_data(f->block)) return;  // the answer to a gather asked again: the first is in
+  if (!collector_->add_data(f->block, std::move(f->data))) return reject("an unexpected final block's data");
   if (collector_->gathered()) conclude();
 }
 
@@ -269,7 +273,7 @@ bool Factorization::advance_panel(BlockRecord& r) {
     ensure_data(r);
     // The data goes: the factored block comes back with the row multicast and replaces it.
     send(layout_.vnode(layout_.index(k, k)), tag_panel, Payload{k, row, {}, std::move(r.data)});
-    r.data = {};
+    r.data = Doubles();
     r.stage = Stage::sent;
   }
   if (row == k && r.stage == Stage::sent && panel_gathered(r)) {
@@ -434,13 +438,14 @@ void Factorization::apply_moves(BlockRecord& r, const std::vector<RowMove>& move
   }
 }
 
-// r is done: the collector counts it, and the record keeps only its data, if the run checks, until the
-// collector gathers it once every block is final (so that the node with virtual node 0 does not carry all of
-// L and U, and hand it on when it leaves, while the factorisation runs).
+// r is done: the collector counts it, and the record keeps only its data, if the run checks, for the collector
+// to gather once every block is final (so that the node with virtual node 0 does not carry all of L and U,
+// and hand it on when it leaves, while the factorisation runs). Without the check the buffer goes back to the
+// pool (assigning {} would keep its capacity).
 void Factorization::finish(BlockRecord& r, std::vector<std::uint32_t> pivots) {
   FinalBlock f{r.index, r.migrations, std::move(pivots), {}};
   r.final = true;
-  if (!problem_.check) r.data = {};
+  if (!problem_.check) r.data = Doubles();
   r.inputs.clear();
   ++stats_.blocks_finished;
   if (!collector_) return send_bytes(0, tag_final, encode(f));
@@ -455,32 +460,37 @@ void Factorization::counted() {
   collector_->stop(wall_clock_ns());
   lu_log()->info("every block is final after {:.3f} s", collector_->conclude().seconds);
   if (!problem_.check) return conclude();
-  const IndexRange all{0, layout_.blocks()};
+  // One multicast per block row: a row's B indices are few enough to split by owner whatever N is.
   const VnodeMap map = layout_.by_row();
-  const auto split = split_by_owner(node_, all, map);
-  if (!split) {
-    ++stats_.send_errors;
-    return lu_log()->error("the final blocks cannot be multicast to");
-  }
-  if (!split->rest.empty()) {
+  const std::uint32_t side = layout_.per_side();
+  for (std::uint32_t row = 0; row < side && !result_; ++row) {
+    const IndexRange blocks{layout_.index(row, 0), layout_.index(row, 0) + side};
+    const auto split = split_by_owner(node_, blocks, map);
+    if (!split) {
+      ++stats_.send_errors;
+      lu_log()->error("block row {} cannot be multicast to", row);
+      continue;
+    }
     if (auto ec = multicast_runs(node_, first_tag_ + tag_gather, split->rest, map, {})) {
       ++stats_.send_errors;
-      lu_log()->error("gathering the final blocks failed: {}", ec.message());
+      lu_log()->error("gathering block row {} failed: {}", row, ec.message());
     }
+    for (const IndexRange& run : split->mine)
+      for (std::uint64_t b = run.lo; b < run.hi; ++b) give_data(b);
   }
-  for (const IndexRange& run : split->mine)
-    for (std::uint64_t b = run.lo; b < run.hi; ++b) give_data(b);
 }
 
-// A final block's data to the collector, here or at virtual node 0.
+// A copy of a final block's data to the collector, here or at virtual node 0. The record keeps its data until
+// the run is over: a gather that comes too early (a forgery: the collector refuses data before every block is
+// final) must not lose it.
 void Factorization::give_data(std::uint64_t block) {
   const auto it = records_.find(block);
   if (it == records_.end() || !it->second.final || it->second.data.empty())
     return reject("a gathering of block " + std::to_string(block) + ", which has no final data here");
-  Doubles data = std::move(it->second.data);
-  it->second.data = {};
-  if (!collector_) return send_bytes(0, tag_data, encode(FinalBlock{block, 0, {}, std::move(data)}));
-  if (!collector_->add_data(block, std::move(data))) return reject("a final block's data twice");
+  const Doubles& data = it->second.data;
+  if (!collector_) return send_bytes(0, tag_data, encode(FinalBlock{block, 0, {}, data}));
+  if (collector_->has_data(block)) return;  // asked again: the first answer is in
+  if (!collector_->add_data(block, data)) return reject("a final block's data before every block is final");
   if (collector_->gathered()) conclude();
 }
 
@@ -581,9 +591,9 @@ std::optional<Bytes> Factorization::pack(Interval s) {
   return std::move(w).take();
 }
 
-// A record without data is final, not started (its block is generated when first needed), or a panel block
-// whose data went to the diagonal (the factored block replaces it). Any other would compute on the original
-// matrix, or on nothing.
+// A record that is not final goes without data only when not started (its block is generated when first
+// needed) or a panel block whose data went to the diagonal (the factored block replaces it). Any other would
+// compute on the original matrix, or on nothing.
 bool Factorization::may_be_empty(const BlockRecord& r) const {
   if (r.step == 0 && r.stage == Stage::begin) return true;
   return layout_.col(r.index) == r.step && r.stage != Stage::begin;
@@ -607,7 +617,8 @@ bool Factorization::unpack(Interval s, std::span<const std::byte> state) {
   for (const BlockRecord& rec : *arriving) {
     if (rec.index >= layout_.blocks() || !s.contains(layout_.vnode(rec.index)) ||
         records_.contains(rec.index) || !seen.insert(rec.index).second ||
-        (!rec.final && (rec.step >= layout_.per_side() || (rec.data.empty() && !may_be_empty(rec)))))
+        (!rec.final && (rec.step >= layout_.per_side() || (rec.data.empty() && !may_be_empty(rec)))) ||
+        (rec.final && rec.data.empty() == problem_.check))  // final data is kept exactly when the run checks
       return false;
   }
   if (collector) collector_ = std::move(collector);

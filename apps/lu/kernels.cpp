@@ -26,6 +26,12 @@ int blas_int(std::uint64_t v) { return static_cast<int>(v); }
 // a 4096×512 panel at a fifth of the update's speed. Returns LAPACK's info (first zero pivot, from 1) or 0.
 int factor_without_pivoting(double* a, int m, int n, int lda) {
   constexpr int unblocked_below = 16;
+  if (m < n) {  // wider than tall: the m×m part, then U's columns right of it (the halves below need m >= n)
+    const int info = factor_without_pivoting(a, m, m, lda);
+    cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, m, n - m, 1.0, a, lda,
+                a + std::size_t(m) * lda, lda);
+    return info;
+  }
   int info = 0;
   if (n <= unblocked_below) {
     for (int c = 0; c < n && c < m; ++c) {

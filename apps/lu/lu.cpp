@@ -21,9 +21,10 @@ std::string validate(const Problem& p, std::uint64_t space_size) {
 
 std::uint32_t default_block(std::uint32_t n) {
   constexpr std::uint32_t largest = 512, min_side = 8;
-  for (std::uint32_t nb = std::clamp(n / min_side, 1u, largest); nb > 1; --nb)
+  const std::uint32_t smallest = std::clamp(n / 16, 1u, 32u);
+  for (std::uint32_t nb = std::clamp(n / min_side, 1u, largest); nb >= smallest; --nb)
     if (n % nb == 0) return nb;
-  return 1;
+  return 0;
 }
 
 double Summary::gflops() const {

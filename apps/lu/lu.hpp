@@ -24,7 +24,8 @@ struct Problem {
 // The block size a run takes unless told: the largest divisor of N up to 512 that cuts the matrix into at
 // least 8 blocks a side. The BLAS updates run fastest on the largest blocks (at N = 4096 on one process, 512
 // ran a fifth faster than 128: bench/README.md, "Applications"), and 64 blocks keep 2-4 processes busy; on
-// more, a smaller --block gives each more blocks to share.
+// more, a smaller --block gives each more blocks to share. 0 if there is none of at least min(32, N/16) (a
+// prime N would get blocks of one, millions of records): the user chooses.
 std::uint32_t default_block(std::uint32_t n);
 
 // The matrix a problem factors.

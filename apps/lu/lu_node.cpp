@@ -99,9 +99,9 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
   };
   // A node that joins takes half of one node's blocks, about half of an even share of the matrix: it maps and
   // touches that much, and half the first node's allowance for data in flight, before it asks, so that the
-  // blocks it takes or generates cost no page fault while the run goes on. The nodes it knows of stand for
-  // those present.
-  if (process.role() == launch::NodeProcess::Role::join) {
+  // blocks it takes or generates cost no page fault while the run goes on. The launcher's nodes know every
+  // node present; one started by the shell knows only its contacts, and reserves nothing.
+  if (process.role() == launch::NodeProcess::Role::join && !process.peers_in_config()) {
     const std::size_t present = std::max<std::size_t>(1, process.peers().size());
     const std::size_t values = std::size_t{problem.n} * (problem.n / (2 * present) + 6 * problem.block);
     block_memory_reserve(values * sizeof(double));

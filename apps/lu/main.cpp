@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
   problem.pivoting = !no_pivot;
   problem.check = !no_check;
   if (problem.block == 0) problem.block = apps::lu::default_block(problem.n);
+  if (problem.block == 0) {
+    std::fprintf(stderr, "lu: N = %u has no divisor between min(32, N/16) and 512 that leaves 8 blocks a side: "
+                 "give --block\n", problem.n);
+    return 2;
+  }
   if (launch::spawned_by_shell()) {
     return launch::run_spawned_node([&](launch::NodeProcess& p) { return apps::lu::run_node(p, problem); });
   }

@@ -19,6 +19,7 @@
 #include "apps/lu/layout.hpp"
 #include "apps/lu/lu.hpp"
 #include "apps/lu/payload.hpp"
+#include "apps/multicast/multicast.hpp"
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -182,11 +183,12 @@ TEST_CASE("lu: a panel factored with partial pivoting satisfies PA = LU") {
 }
 
 TEST_CASE("lu: a diagonally dominant panel factored without pivoting satisfies A = LU") {
-  // 8 columns: the unblocked loop alone; 40 and 37: the recursion (halves of 20, 10 / 18, 19, ...) over it.
-  for (const auto& [m, nb] : {std::pair{24u, 8u}, {96u, 40u}, {37u, 37u}}) {
+  // 8 columns: the unblocked loop alone; 40 and 37: the recursion (halves of 20, 10 / 18, 19, ...) over it;
+  // 20 rows of 34 columns: wider than tall.
+  for (const auto& [m, nb] : {std::pair{24u, 8u}, {96u, 40u}, {37u, 37u}, {20u, 34u}}) {
     CAPTURE(nb);
     auto a = random_matrix(m, nb, 5);
-    for (std::uint32_t i = 0; i < nb; ++i) a[i * m + i] += m;
+    for (std::uint32_t i = 0; i < std::min(m, nb); ++i) a[i * m + i] += m;
     auto lu = a;
     std::vector<std::uint32_t> pivots;
     REQUIRE(factor_panel(lu, m, nb, false, pivots) == 0);
@@ -292,22 +294,39 @@ TEST_CASE("lu: a freed buffer larger than the one asked for is split before more
   pool.free(big, 64 * mib);
   // The arena is used up: 16 MiB come from the front of the free 64, the rest serves 48 MiB.
   CHECK(pool.allocate(16 * mib) == big);
-  CHECK(pool.allocate(48 * mib) == static_cast<std::byte*>(big) + 16 * mib);
+  void* rest = pool.allocate(48 * mib);
+  CHECK(rest == static_cast<std::byte*>(big) + 16 * mib);
   CHECK(pool.stats().mapped_bytes == mapped);
   CHECK(pool.stats().free_bytes == 0);
+  pool.free(rest, 48 * mib);
 
-  // 1,000,000 and 990,000 bytes are one class (eight per doubling): the second takes the first's buffer.
+  // The rest of a split is filed under the largest class that fits in it, where it lies: 2 MiB split by a
+  // 72 KiB request leaves 1,966,080 bytes (15 steps of 128 KiB) after it.
+  void* two = pool.allocate(2 * mib);  // no arena left: the front of the free 48 MiB
+  pool.free(two, 2 * mib);
+  CHECK(pool.allocate(73'728) == two);
+  CHECK(pool.allocate(1'966'080) == static_cast<std::byte*>(two) + 73'728);
+  CHECK(pool.stats().mapped_bytes == mapped);
+
+  // Eight classes per doubling: 1,000,000 and 1,040,000 bytes share one (1 MiB), 1,100,000 is the next.
   void* rows = pool.allocate(1'000'000);
   pool.free(rows, 1'000'000);
-  CHECK(pool.allocate(990'000) == rows);
+  CHECK(pool.allocate(1'040'000) == rows);
+  pool.free(rows, 1'040'000);
+  void* more = pool.allocate(1'100'000);
+  CHECK(more != rows);
+  CHECK_THROWS_AS(pool.allocate(std::numeric_limits<std::size_t>::max() - 10), std::bad_alloc);
 }
 
-TEST_CASE("lu: the default block size is the largest divisor of N up to 512 that leaves 8 blocks a side") {
+TEST_CASE("lu: the default block size is the largest divisor of N up to 512 that leaves 8 blocks a side, and none "
+          "below min(32, N/16)") {
   CHECK(default_block(4096) == 512);
   CHECK(default_block(15360) == 512);
   CHECK(default_block(2048) == 256);
   CHECK(default_block(1000) == 125);
-  CHECK(default_block(97) == 1);  // a prime: blocks of one
+  CHECK(default_block(100) == 10);
+  CHECK(default_block(97) == 0);    // a prime: blocks of one would be 9,409 records; the user chooses
+  CHECK(default_block(1009) == 0);
   CHECK(default_block(4) == 1);
   CHECK(validate(Problem{4096, default_block(4096), true, 1, true}, L).empty());
 }
@@ -431,6 +450,10 @@ TEST_CASE("lu: the collector counts final blocks once, then gathers their data o
   REQUIRE(half.add(FinalBlock{1, 0, {}, {}}));
   half.stop(5);
   CHECK_FALSE(moved(half));  // an end with blocks missing is no collector's state
+  Collector unstopped(problem, *layout, 0);
+  for (std::uint64_t b = 0; b < 4; ++b)
+    REQUIRE(unstopped.add(FinalBlock{b, 0, b == 0 ? pivots : b == 3 ? pivots1 : std::vector<std::uint32_t>{}, {}}));
+  CHECK_FALSE(moved(unstopped));  // nor every block counted and no end: it would never gather
 
   const Problem unchecked{32, 16, true, 1, false};
   Collector quiet(unchecked, *layout, 0);
@@ -581,6 +604,27 @@ TEST_CASE("lu: a final block keeps its data with its record until every block is
   CHECK(to.stats().bad_messages == 0);
 }
 
+TEST_CASE("lu: a gathering of a final block before every block is final is refused, and the block's data is "
+          "still there when the collector gathers") {
+  OneFactorization run({64, 16, true, 9, true});
+  Factorization& f = run.f;
+  REQUIRE_FALSE(run.one.node.assume({0, L}));
+  f.start();
+  for (int i = 0; i < 400 && f.stats().blocks_finished < 2; ++i) f.run_ready(0ns);
+  REQUIRE(f.stats().blocks_finished >= 2);
+  REQUIRE_FALSE(f.result());
+  // Block 0 (the first diagonal block) is final after the first step: a forged gathering of it, now.
+  REQUIRE_FALSE(multicast(run.one.node, Factorization::default_first_tag + 7, apps::IndexRange{0, 1},
+                          run.layout.by_row(), {}));
+  auto m = run.one.node.recv_for(any_tag, 5s);
+  REQUIRE(m);
+  f.handle(*m);
+  CHECK(f.stats().bad_messages == 1);  // the collector refused the data: not every block is final
+  REQUIRE(run_until_done(run.one.node, f));
+  REQUIRE(f.result());
+  CHECK(f.result()->passed);
+}
+
 TEST_CASE("lu: malformed messages and state are counted and ignored, nothing crashes") {
   OneNode one;
   const Problem problem{64, 16, true, 6, true};
@@ -620,7 +664,7 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
   CHECK(f.result()->passed);
 }
 
-TEST_CASE("lu: a record that moves without its data is taken only where none is right: not started, its panel part sent, or final") {
+TEST_CASE("lu: a record that moves without its data is taken only where none is right: not started, its panel part sent, or final in a run that does not check") {
   OneFactorization run({64, 16, true, 7, true});
   const Layout* layout = &run.layout;
   Factorization& f = run.f;
@@ -646,5 +690,17 @@ TEST_CASE("lu: a record that moves without its data is taken only where none is 
   panel.step = 1;
   panel.stage = Stage::sent;
   CHECK(f.unpack(at(panel.index), state_of(panel)));
-  CHECK(f.records() == 3);
+  BlockRecord final_block;
+  final_block.index = layout->index(1, 0);
+  final_block.step = 1;
+  final_block.final = true;  // this run checks: a final block keeps its data for the collector to gather
+  CHECK_FALSE(f.unpack(at(final_block.index), state_of(final_block)));
+  final_block.data = Doubles(16 * 16, 0.25);
+  CHECK(f.unpack(at(final_block.index), state_of(final_block)));
+  CHECK(f.records() == 4);
+
+  OneFactorization unchecked({64, 16, true, 7, false});  // and one that does not check keeps none
+  CHECK_FALSE(unchecked.f.unpack(at(final_block.index), state_of(final_block)));
+  final_block.data = Doubles();
+  CHECK(unchecked.f.unpack(at(final_block.index), state_of(final_block)));
 }
