@@ -23,9 +23,10 @@
 //     holds its record when its counts complete.
 //  3. Keys. The key block sends its keys bucket by bucket, merging `chunk` consecutive buckets into one message
 //     multicast over their range with f = v_B (trimmed to the non-empty ends); the message carries per-bucket
-//     counts so each receiver takes its buckets' keys. A record's keys are complete when there are as many as
-//     its counts say. Small chunks mean many messages, large ones a message forwarded along the multicasting
-//     tree (the paper's trade-off); the default is B / 16.
+//     counts so each receiver takes its buckets' keys; the records of the key block's own node take theirs
+//     directly, without a message. A record's keys are complete when there are as many as its counts say.
+//     Small chunks mean many messages, large ones a message forwarded along the multicasting tree (the
+//     paper's trade-off); the default is B / 16.
 //  4. Ranking. A complete record ranks its keys by counting over its value range, as NPB ranks a bucket, and
 //     checks the test keys that fall to it: NPB checks the number of keys <= k - 1 for a test key of value k,
 //     so the record of bucket(k - 1) does (bucket 0 takes, and fails, a key NPB does not check). At the last
@@ -96,6 +97,8 @@ struct SortOptions {
 struct SortStats {
   std::uint64_t keys_ranked = 0;     // by this node's records: the progress unit
   std::uint64_t key_iterations = 0;  // iterations run by this node's key blocks
+  // Keys its key blocks handed to this node's records directly, and sent to other nodes' buckets in messages.
+  std::uint64_t keys_handed = 0, keys_sent = 0;
   std::uint64_t keys_moved_out = 0, keys_moved_in = 0;
   std::uint64_t buckets_moved_out = 0, buckets_moved_in = 0;
   std::uint64_t bad_messages = 0;  // malformed, or for data this node does not hold, or a state it refused
@@ -129,6 +132,8 @@ class Sorter {
   bool step_key_block();
   void run_iteration(KeyBlock& b);
   void send_keys(const KeyBlock& b, std::uint64_t g, const std::vector<std::uint32_t>& counts);
+  void deliver_keys(const KeyBlock& b, std::uint64_t g, std::uint32_t first, std::span<const std::uint32_t> counts,
+                    std::span<const std::uint32_t> values);
   void merge_key_blocks();
   std::vector<KeyBlock> take_key_blocks(IndexRange keys);
   // messages

@@ -444,6 +444,9 @@ TEST_CASE("isort: one node sorts class S alone and counts the messages it cannot
   // Sixteen key blocks of N / 16 keys, each an iteration at a time, never merged into larger ones: the node
   // answers joins and leaves between them.
   CHECK(sorter.stats().key_iterations == 2 * max_iterations * 16);
+  // Every bucket is here: each key goes to its bucket's record without a message.
+  CHECK(sorter.stats().keys_handed == 2 * max_iterations * S.keys);
+  CHECK(sorter.stats().keys_sent == 0);
   CHECK(sorter.stats().bad_messages == tag_count + 2);
   CHECK(sorter.stats().send_errors == 0);
   CHECK_FALSE(node.finalize());
