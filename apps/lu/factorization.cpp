@@ -454,7 +454,7 @@ void Factorization::finish(BlockRecord& r, std::vector<std::uint32_t> pivots) {
 }
 
 // Once every block is counted, the factorisation is over: the clock stops, and a run that checks gathers the
-// final data (one multicast to every block) before it concludes.
+// final data (a multicast to every block, one per block row) before it concludes.
 void Factorization::counted() {
   if (!collector_->complete()) return;
   collector_->stop(wall_clock_ns());
@@ -488,7 +488,12 @@ void Factorization::give_data(std::uint64_t block) {
   if (it == records_.end() || !it->second.final || it->second.data.empty())
     return reject("a gathering of block " + std::to_string(block) + ", which has no final data here");
   const Doubles& data = it->second.data;
-  if (!collector_) return send_bytes(0, tag_data, encode(FinalBlock{block, 0, {}, data}));
+  if (!collector_) {
+    ByteWriter w;
+    w.reserve(64 + data.size() * sizeof(double));
+    write_final(w, block, 0, {}, data);
+    return send_bytes(0, tag_data, std::move(w).take());
+  }
   if (collector_->has_data(block)) return;  // asked again: the first answer is in
   if (!collector_->add_data(block, data)) return reject("a final block's data before every block is final");
   if (collector_->gathered()) conclude();
