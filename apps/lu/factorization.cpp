@@ -458,8 +458,8 @@ void Factorization::finish(BlockRecord& r, std::vector<std::uint32_t> pivots) {
 void Factorization::counted() {
   if (!collector_->complete()) return;
   collector_->stop(wall_clock_ns());
-  lu_log()->info("every block is final after {:.3f} s", collector_->conclude().seconds);
   if (!problem_.check) return conclude();
+  lu_log()->info("every block is final: gathering their data for the check");
   // One multicast per block row: a row's B indices are few enough to split by owner whatever N is.
   const VnodeMap map = layout_.by_row();
   const std::uint32_t side = layout_.per_side();

@@ -92,7 +92,7 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
   // The first node holds every block at first: their memory is mapped before it starts the clock, as dgetrf's
   // and pdgetrf's matrices are before theirs. Besides the N² values: the panels, factored blocks and rows in
   // flight, which peaked at 5·N·nb values on 1 process at N = 4096, nb = 512, and the leftovers of the pool's
-  // size classes (8·N·nb mapped then): 12·N·nb.
+  // size classes (10·N·nb mapped then): 12·N·nb.
   const auto start = [&] {
     block_memory_reserve(std::size_t{problem.n} * (problem.n + 12 * problem.block) * sizeof(double));
     lu.start();

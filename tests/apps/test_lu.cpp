@@ -96,6 +96,15 @@ bool run_until_done(Node& node, Factorization& f, std::chrono::seconds limit = 6
   return f.done();
 }
 
+// The node takes the whole space and f runs to the end there: the residual passes, and nothing was refused.
+void takes_all_and_finishes_exactly(Node& node, Factorization& f) {
+  REQUIRE_FALSE(node.assume({0, L}));
+  REQUIRE(run_until_done(node, f));
+  REQUIRE(f.result());
+  CHECK(f.result()->passed);
+  CHECK(f.stats().bad_messages == 0);
+}
+
 }  // namespace
 
 // --- placement ----------------------------------------------------------------------------------------------
@@ -554,11 +563,7 @@ TEST_CASE("lu: records leave with pack and arrive with unpack, with everything t
   CHECK(to.records() == layout->blocks());
   CHECK_FALSE(from.run_ready(1s));  // what waited there left with the records
 
-  REQUIRE_FALSE(taker.node.assume({0, L}));
-  REQUIRE(run_until_done(taker.node, to));
-  REQUIRE(to.result());
-  CHECK(to.result()->passed);
-  CHECK(to.stats().bad_messages == 0);
+  takes_all_and_finishes_exactly(taker.node, to);
 }
 
 TEST_CASE("lu: a final block keeps its data with its record until every block is final, so the state of virtual "
@@ -597,11 +602,7 @@ TEST_CASE("lu: a final block keeps its data with its record until every block is
   // Gathered where the records went: the residual passes.
   REQUIRE(to.unpack({1, L}, *rest));
   REQUIRE(to.unpack({0, 1}, *first));
-  REQUIRE_FALSE(taker.node.assume({0, L}));
-  REQUIRE(run_until_done(taker.node, to));
-  REQUIRE(to.result());
-  CHECK(to.result()->passed);
-  CHECK(to.stats().bad_messages == 0);
+  takes_all_and_finishes_exactly(taker.node, to);
 }
 
 TEST_CASE("lu: a gathering of a final block before every block is final is refused, and the block's data is "
