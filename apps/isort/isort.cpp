@@ -139,7 +139,8 @@ void Sorter::send_keys(const KeyBlock& b, std::uint64_t g, const std::vector<std
 }
 
 // The keys of buckets [first, first + counts.size()): this node's records take theirs from `values` (a copy
-// into the record, where a message would cost three more), one multicast carries them to the others.
+// into the record, where a message would cost three more), a multicast (one message on each side of this
+// node's buckets at most) carries them to the others.
 void Sorter::deliver_keys(const KeyBlock& b, std::uint64_t g, std::uint32_t first,
                           std::span<const std::uint32_t> counts, std::span<const std::uint32_t> values) {
   const IndexRange range{first, first + counts.size()};
@@ -148,23 +149,29 @@ void Sorter::deliver_keys(const KeyBlock& b, std::uint64_t g, std::uint32_t firs
     ++stats_.send_errors;
     return isort_log()->error("buckets [{}, {}) cannot be multicast to", range.lo, range.hi);
   }
+  std::vector<std::size_t> starts(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), starts.begin() + 1);
   if (!split->rest.empty()) {
     // multicast_runs waits out PH_EAGAIN itself, message by message: retrying here could send a half twice.
     const Bytes body = encode_keys(g, {b.lo, b.hi}, first, counts, values);
     if (auto ec = multicast_runs(node_, tag_of(Tag::keys), split->rest, bucket_map_, body)) {
       ++stats_.send_errors;
       isort_log()->error("multicasting keys over [{}, {}) failed: {}", range.lo, range.hi, ec.message());
+    } else {
+      for (const IndexRange& run : split->rest)
+        stats_.keys_sent += starts[run.hi - first] - starts[run.lo - first];
     }
   }
-  std::vector<std::size_t> starts(counts.size() + 1, 0);
-  std::partial_sum(counts.begin(), counts.end(), starts.begin() + 1);
-  for (const IndexRange& run : split->rest) stats_.keys_sent += starts[run.hi - first] - starts[run.lo - first];
   if (split->mine.empty()) return;
   for (const IndexRange& run : split->mine) {
     for (auto j = static_cast<std::uint32_t>(run.lo); j < run.hi; ++j) {
       const std::size_t i = j - first;
       BucketRecord* rec = record(j);
-      if (rec && !rec->add_keys(g, values.subspan(starts[i], starts[i + 1] - starts[i]))) bad("keys refused");
+      if (!rec) continue;  // counted as bad by record()
+      if (!rec->add_keys(g, values.subspan(starts[i], starts[i + 1] - starts[i]))) {
+        bad("keys refused");
+        continue;
+      }
       stats_.keys_handed += starts[i + 1] - starts[i];
     }
   }

@@ -23,7 +23,8 @@ int run_node(launch::NodeProcess& process, const NpbClass& c, const SortOptions&
              const std::function<void(const SortStats&)>& on_end) {
   // Bucket records grow their key buffers every iteration and free them when it is over: memory freed is kept
   // for the next (glibc would give the top of its heap, and buffers of 128 KiB and more, back to the kernel,
-  // and every page would fault in again: twice the page faults, a third more time on one process).
+  // and every page would fault in again: twice the page faults, a third more time on one process). The cost:
+  // a node process keeps its peak memory until it exits, also after it handed its records on.
   ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
   Node node(process.config());

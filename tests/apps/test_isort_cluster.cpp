@@ -34,7 +34,8 @@ launch::ClusterOutcome run_sort(const NpbClass& c, std::uint32_t rounds, launch:
       // One short line, appended: the processes' lines do not interleave.
       if (std::FILE* f = std::fopen(file.c_str(), "a")) {
         std::fprintf(
-            f, "%d %llu %llu %llu %llu %llu %llu\n", p.index(),
+            f, "%d %llu %llu %llu %llu %llu %llu %llu %llu\n", p.index(),
+            static_cast<unsigned long long>(s.keys_handed), static_cast<unsigned long long>(s.keys_sent),
             static_cast<unsigned long long>(s.keys_moved_out), static_cast<unsigned long long>(s.keys_moved_in),
             static_cast<unsigned long long>(s.buckets_moved_out),
             static_cast<unsigned long long>(s.buckets_moved_in),
@@ -46,7 +47,7 @@ launch::ClusterOutcome run_sort(const NpbClass& c, std::uint32_t rounds, launch:
   std::ifstream in(file);
   int index = 0;
   SortStats s;
-  while (in >> index >> s.keys_moved_out >> s.keys_moved_in >> s.buckets_moved_out >> s.buckets_moved_in >>
+  while (in >> index >> s.keys_handed >> s.keys_sent >> s.keys_moved_out >> s.keys_moved_in >> s.buckets_moved_out >> s.buckets_moved_in >>
          s.bad_messages >> s.send_errors) {
     stats[index] = s;
   }
@@ -74,6 +75,11 @@ TEST_CASE("isort: class S on three processes verifies and equals the sequential 
   REQUIRE(out.ok);
   CHECK(out.result == describe(sequential(c, 1)));
   check_no_errors(stats);
+  // Every key reaches its bucket once an iteration: handed to a record of its own process, or sent (how many
+  // of each depends on when the others joined).
+  std::uint64_t delivered = 0;
+  for (const auto& [index, s] : stats) delivered += s.keys_handed + s.keys_sent;
+  CHECK(delivered == max_iterations * c.keys);
 }
 
 TEST_CASE("isort: a node joins and the one holding virtual node 0 leaves mid-run and the sort stays exact") {
