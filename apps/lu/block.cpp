@@ -5,7 +5,7 @@ namespace phoenix::apps::lu {
 namespace {
 
 bool known_kind(std::uint8_t k) {
-  return k >= static_cast<std::uint8_t>(InputKind::panel) && k <= static_cast<std::uint8_t>(InputKind::rows);
+  return k >= static_cast<std::uint8_t>(InputKind::panel) && k <= static_cast<std::uint8_t>(InputKind::start);
 }
 bool known_stage(std::uint8_t s) { return s <= static_cast<std::uint8_t>(Stage::factored); }
 

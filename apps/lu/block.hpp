@@ -14,7 +14,9 @@
 
 namespace phoenix::apps::lu {
 
-enum class InputKind : std::uint8_t { panel = 1, row, left, column, rows };
+// start: the run has begun (the first panel's blocks wait for it, so that the nodes of the start have their
+// records before the clock starts).
+enum class InputKind : std::uint8_t { panel = 1, row, left, column, rows, start };
 
 // Inputs are told apart by kind and step, and by sender where one step brings several of a kind: the panel's
 // block rows (at the diagonal), the block rows that send interchanged rows.

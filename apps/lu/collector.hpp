@@ -26,6 +26,8 @@ class Collector {
   // one already in, data (it comes later, to gather), or pivots where there should be none (or bad ones).
   bool add(FinalBlock f);
   bool complete() const { return blocks_.size() == layout_.blocks(); }
+  // The factorisation's beginning, if later than the collector's making.
+  void begin(std::int64_t now_ns) { start_ns_ = now_ns; }
   // Once complete: the factorisation's end.
   void stop(std::int64_t now_ns) { end_ns_ = now_ns; }
   bool stopped() const { return end_ns_ != 0; }

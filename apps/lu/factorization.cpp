@@ -49,11 +49,23 @@ Factorization::Factorization(Node& node, const Problem& problem, const Layout& l
                            [this](Interval s, std::span<const std::byte> state) { return unpack(s, state); });
 }
 
-void Factorization::start() {
+void Factorization::start(std::uint32_t others) {
   collector_.emplace(problem_, layout_, wall_clock_ns());
   for (std::uint64_t b = 0; b < layout_.blocks(); ++b) records_[b].index = b;
-  for (auto& [b, r] : records_) advance(r);
+  awaited_ = others;
+  if (others == 0) begin();
 }
+
+void Factorization::begin() {
+  if (!collector_ || began_) return;
+  began_ = true;
+  present_.clear();
+  collector_->begin(wall_clock_ns());
+  // Block column 0, column-major indices [0, B): the blocks of the first panel.
+  multicast_payload(tag_start, IndexRange{0, layout_.per_side()}, layout_.by_column(), Payload{0, 0, {}, {}});
+}
+
+void Factorization::announce_present() { send_bytes(0, tag_present, {}); }
 
 bool Factorization::run_ready(std::chrono::nanoseconds budget) {
   const auto until = std::chrono::steady_clock::now() + budget;
@@ -93,6 +105,10 @@ void Factorization::handle(const Message& m) {
       return on_gather(m);
     case tag_data:
       return on_data(m);
+    case tag_start:
+      return on_multicast(m, InputKind::start, layout_.by_column());
+    case tag_present:
+      return on_present(m);
     default:
       reject("a message with tag " + std::to_string(m.tag()));
   }
@@ -128,7 +144,8 @@ void Factorization::deliver_to_runs(std::span<const IndexRange> runs, InputKind 
                                     const std::shared_ptr<const Payload>& shared) {
   for (const IndexRange& run : runs) {
     for (std::uint64_t i = run.lo; i < run.hi; ++i) {
-      const std::uint64_t b = kind == InputKind::column ? layout_.transposed(i) : i;
+      const bool column_major = kind == InputKind::column || kind == InputKind::start;
+      const std::uint64_t b = column_major ? layout_.transposed(i) : i;
       auto it = records_.find(b);
       if (it == records_.end()) {
         reject("a multicast for block " + std::to_string(b) + ", which is not here");
@@ -184,6 +201,15 @@ void Factorization::on_done(const Message& m) {
   done_ = true;
 }
 
+// Counted by the first node while it waits; one that comes later (the run began without it, or a node that
+// joined after the start) changes nothing.
+void Factorization::on_present(const Message& m) {
+  if (m.dest() != 0 || !m.bytes().empty()) return reject("a malformed announcement of a node");
+  if (!waiting()) return;
+  present_.insert(m.source());
+  if (present_.size() >= awaited_) begin();
+}
+
 // The record of the block m was sent to; nullptr if it is not here (m then goes on to its virtual node: it
 // moved after m arrived) or there is no such block.
 BlockRecord* Factorization::record_at(const Message& m) {
@@ -225,6 +251,9 @@ std::optional<std::uint32_t> Factorization::sender_key(const BlockRecord& r, Inp
     case InputKind::column:
       if (p.index != col || row <= k || col <= k || !p.rows.empty() || p.data.size() != block_size)
         return std::nullopt;
+      return 0;
+    case InputKind::start:
+      if (col != 0 || k != 0 || p.index != 0 || !p.rows.empty() || !p.data.empty()) return std::nullopt;
       return 0;
     case InputKind::rows: {
       const bool rows_here = std::all_of(p.rows.begin(), p.rows.end(), [&](auto x) { return x / nb == row; });
@@ -270,6 +299,7 @@ void Factorization::advance(BlockRecord& r) {
 bool Factorization::advance_panel(BlockRecord& r) {
   const std::uint32_t k = r.step, row = layout_.row(r.index);
   if (r.stage == Stage::begin) {
+    if (k == 0 && !r.input(InputKind::start, 0)) return false;  // the run has not begun
     ensure_data(r);
     // The data goes: the factored block comes back with the row multicast and replaces it.
     send(layout_.vnode(layout_.index(k, k)), tag_panel, Payload{k, row, {}, std::move(r.data)});
@@ -566,7 +596,8 @@ void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap&
       lu_log()->error("multicasting to blocks [{}, {}) failed: {}", range.lo, range.hi, ec.message());
     }
   }
-  deliver_to_runs(split->mine, tag == tag_row ? InputKind::row : InputKind::column, shared);
+  const InputKind kind = tag == tag_row ? InputKind::row : tag == tag_column ? InputKind::column : InputKind::start;
+  deliver_to_runs(split->mine, kind, shared);
 }
 
 bool Factorization::assumes(vp_t v) const {

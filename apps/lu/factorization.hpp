@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <phoenix/node.hpp>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,18 +38,25 @@ struct LuStats {
 
 class Factorization {
  public:
-  static constexpr int default_first_tag = 3000;  // tags first_tag .. first_tag + 8
+  static constexpr int default_first_tag = 3000;  // tags first_tag .. first_tag + 10
   // Of pack's state (2: rows inputs column-major; 3: no interchanges left of the panel; 4: final data stays
-  // with the records until gathered): unpack takes its own.
-  static constexpr std::uint32_t state_version = 4;
+  // with the records until gathered; 5: the first panel's blocks wait for the start): unpack takes its own.
+  static constexpr std::uint32_t state_version = 5;
 
   Factorization(Node& node, const Problem& problem, const Layout& layout, int first_tag = default_first_tag);
   Factorization(const Factorization&) = delete;
   Factorization& operator=(const Factorization&) = delete;
 
-  // On the first node, once it assumes all of [0, L): every block's record and the collector, and the first
-  // steps of the blocks that can start.
-  void start();
+  // On the first node, once it assumes all of [0, L): every block's record (no data yet: a block is generated
+  // when first needed) and the collector. The run begins at once, or, with others > 0, once that many other
+  // nodes announced themselves (announce_present) or begin() is called: the nodes of the start take their
+  // records before the clock starts, as pdgetrf's ranks have their part of the matrix before its clock.
+  void start(std::uint32_t others = 0);
+  // The clock starts and the first panel's blocks go (a multicast down block column 0). Once only.
+  void begin();
+  bool waiting() const { return collector_ && !began_; }  // started, not begun
+  // A node of the start that joined tells virtual node 0.
+  void announce_present();
   // One received message (any tag: foreign ones are counted as bad).
   void handle(const Message& m);
   // Lets records with inputs waiting run what they can, for about `budget`, those on the critical path first
@@ -57,6 +65,7 @@ class Factorization {
   bool run_ready(std::chrono::nanoseconds budget);
   bool has_ready() const { return !urgent_.empty() || !ready_.empty(); }
 
+  const Problem& problem() const { return problem_; }
   bool done() const { return done_; }  // "done" reached this node: the run is over
   // On the node whose collector saw the last block.
   const std::optional<Summary>& result() const { return result_; }
@@ -73,7 +82,12 @@ class Factorization {
   // is refused like any foreign tag.
   // gather: the collector's multicast to every final block, once all are final, when the run checks; data: a
   // final block's data to the collector in answer.
-  enum Tag : int { tag_panel = 0, tag_row, tag_left, tag_column, tag_rows, tag_final, tag_done, tag_gather, tag_data };
+  // start: the first panel's blocks may go (begin); present: a node of the start has joined (to virtual
+  // node 0).
+  enum Tag : int {
+    tag_panel = 0, tag_row, tag_left, tag_column, tag_rows, tag_final, tag_done, tag_gather, tag_data, tag_start,
+    tag_present
+  };
 
   // messages in
   void on_direct(const Message& m, InputKind kind);
@@ -82,6 +96,7 @@ class Factorization {
   void on_gather(const Message& m);
   void on_data(const Message& m);
   void on_done(const Message& m);
+  void on_present(const Message& m);
   BlockRecord* record_at(const Message& m);
   std::optional<std::uint32_t> sender_key(const BlockRecord& r, InputKind kind, const Payload& p) const;
   // Stores an input and queues the record for run_ready.
@@ -134,6 +149,11 @@ class Factorization {
   // not state: it does not move).
   std::map<std::uint32_t, std::pair<std::vector<std::uint32_t>, std::vector<RowMove>>> moves_;
   Doubles panel_;  // factor's scratch: the gathered panel (not state)
+  // On the first node until the run begins: how many other nodes of the start it waits for, and those that
+  // announced themselves (by resource name).
+  std::uint32_t awaited_ = 0;
+  std::set<vp_t> present_;
+  bool began_ = false;
   std::optional<Summary> result_;
   bool done_ = false;
   LuStats stats_;

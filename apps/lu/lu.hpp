@@ -19,6 +19,10 @@ struct Problem {
   bool pivoting = true;     // false: the paper's variant on a diagonally dominant matrix
   std::uint64_t seed = 1;
   bool check = true;  // compute the residual at the end (the collector then holds all of L and U)
+  // Node processes the launcher starts the run with: the first waits until the others joined and took their
+  // records before the clock starts (1 for a node started by the shell, which knows of no others).
+  std::uint32_t initial_nodes = 1;
+  double begin_patience_s = 30;  // then the first node begins without those missing, with a warning
 };
 
 // The block size a run takes unless told: the largest divisor of N up to 512 that cuts the matrix into at
@@ -42,7 +46,7 @@ struct Summary {
   std::uint32_t n = 0;
   std::uint32_t block = 0;
   bool pivoting = true;
-  double seconds = 0;  // factorisation, from the first node's start to the last final block
+  double seconds = 0;  // factorisation, from its beginning (Factorization::begin) to the last final block
   bool checked = false;
   double residual = 0;           // ||PA - LU||_F / ||A||_F
   double scaled = 0;             // residual / (N·eps)

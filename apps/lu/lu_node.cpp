@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <phoenix/node.hpp>
 
+#include "phoenix/launch/process_memory.hpp"
 #include "phoenix/launch/run_control.hpp"
 #include "apps/lu/block_memory.hpp"
 #include "apps/lu/factorization.hpp"
@@ -36,10 +37,14 @@ using End = launch::RunEnd;
 // Handles messages until the run is over, the launcher stops it, or the node has left or suspended.
 End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
   auto hooks = process.run_hooks(node, [&] { return lu.stats().flops; });
-  // The node with the result stays: "done" is on its way to it.
-  hooks.keep_interval = [&] { return lu.result().has_value(); };
+  // The node with the result stays: "done" is on its way to it; so does the first node until the run begins
+  // (the nodes of the start announce themselves to it).
+  hooks.keep_interval = [&] { return lu.result().has_value() || lu.waiting(); };
   launch::RunControl control(node, hooks, leave_attempt, leave_retry_interval, lu_log());
   auto last_poll = Clock::now();
+  const auto patience = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(lu.problem().begin_patience_s));
+  const auto begin_by = last_poll + patience;
   bool reported = false;
   for (;;) {
     if (lu.result() && !reported) {
@@ -49,6 +54,11 @@ End run(Node& node, Factorization& lu, launch::NodeProcess& process) {
     if (lu.done()) return End::done;
     if (control.stop()) return End::stopped;
     const auto now = Clock::now();
+    if (lu.waiting() && now >= begin_by) {
+      lu_log()->warn("not every node of the start joined within {} s: the run begins without them",
+                     lu.problem().begin_patience_s);
+      lu.begin();
+    }
     if (const auto end = control.tick_and_leave(now)) return *end;
     if (now - last_poll >= poll_interval) {
       node.poll();
@@ -81,6 +91,7 @@ void report_stats(launch::NodeProcess& process, const LuStats& st) {
 
 int run_node(launch::NodeProcess& process, const Problem& problem) {
   use_one_blas_thread();
+  launch::keep_freed_memory();  // messages of whole blocks come and go at every step
   Node node(process.config());
   if (!launch::connect_node(process, node)) return 1;
   const auto layout = Layout::make(problem.n, problem.block, node.space_size());
@@ -93,9 +104,11 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
   // and pdgetrf's matrices are before theirs. Besides the N² values: the panels, factored blocks and rows in
   // flight, which peaked at 5·N·nb values on 1 process at N = 4096, nb = 512, and the leftovers of the pool's
   // size classes (10·N·nb mapped then): 12·N·nb.
+  // It begins the run once the other nodes of the start have joined and taken their records (none of which
+  // has data yet), so that the clock measures the factorisation on all of them, not the joins.
   const auto start = [&] {
     block_memory_reserve(std::size_t{problem.n} * (problem.n + 12 * problem.block) * sizeof(double));
-    lu.start();
+    lu.start(problem.initial_nodes - 1);
   };
   // A node that joins takes half of one node's blocks, about half of an even share of the matrix: it maps and
   // touches that much, and half the first node's allowance for data in flight, before it asks, so that the
@@ -107,6 +120,9 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
     block_memory_reserve(values * sizeof(double));
   }
   if (!launch::enter_space(process, node, start)) return 1;
+  const bool of_the_start = process.role() == launch::NodeProcess::Role::join && !process.peers_in_config() &&
+                            static_cast<std::uint32_t>(process.index()) < problem.initial_nodes;
+  if (of_the_start) lu.announce_present();
 
   const End end = run(node, lu, process);
   report_stats(process, lu.stats());

@@ -8,6 +8,7 @@
 // Usage: lu [--n N] [--block NB] [--no-pivot] [--seed S] [--no-check] [--sequential]
 //           [--nodes N] [--schedule S | --figure6 SECONDS] [--trace FILE] ...   (lu --help says everything)
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "phoenix/launch/cluster_cli.hpp"
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lu: %s\n", why.c_str());
     return 2;
   }
+  problem.initial_nodes = static_cast<std::uint32_t>(std::max(1, options->nodes));
   const std::uint32_t side = problem.n / problem.block;
   std::printf(
       "lu: %u x %u matrix in %u x %u blocks of %u, %s pivoting, %d nodes at the start, %zu joins/leaves "

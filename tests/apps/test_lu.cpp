@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "apps/lu/block.hpp"
@@ -86,6 +87,22 @@ struct OneFactorization {
       : problem(p), layout(Layout::make(p.n, p.block, L).value()), f(one.node, problem, layout) {}
 };
 
+// Two in-process nodes and a factorisation on each, for records handed from one to the other; the giver assumes
+// all of [0, L).
+struct Handover {
+  OneNode giver, taker;
+  Problem problem;
+  Layout made;
+  const Layout* layout = &made;
+  Factorization from, to;
+  explicit Handover(const Problem& p)
+      : problem(p), made(Layout::make(p.n, p.block, L).value()), from(giver.node, problem, made),
+        to(taker.node, problem, made) {
+    REQUIRE_FALSE(giver.node.assume({0, L}));
+  }
+  auto parts() { return std::tie(giver, taker, layout, from, to); }
+};
+
 // Handles messages until the run is over; false if it is not over in time.
 bool run_until_done(Node& node, Factorization& f, std::chrono::seconds limit = 60s) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -103,6 +120,19 @@ void takes_all_and_finishes_exactly(Node& node, Factorization& f) {
   REQUIRE(f.result());
   CHECK(f.result()->passed);
   CHECK(f.stats().bad_messages == 0);
+}
+
+// The records of a state packed without the collector (pack's format).
+std::vector<BlockRecord> records_without_collector(const Bytes& state, const Layout& layout) {
+  ByteReader r(state);
+  std::uint32_t version = 0;
+  std::uint8_t with_collector = 1;
+  REQUIRE(r.u32(version));
+  REQUIRE(r.u8(with_collector));
+  CHECK(with_collector == 0);
+  auto records = read_records(r, layout.nb(), layout.blocks());
+  REQUIRE(records);
+  return std::move(*records);
 }
 
 }  // namespace
@@ -527,12 +557,8 @@ TEST_CASE("lu: one node factors the paper's variant without pivoting") {
 }
 
 TEST_CASE("lu: records leave with pack and arrive with unpack, with everything they had buffered, and finish exactly") {
-  OneNode giver, taker;
-  const Problem problem{64, 16, true, 5, true};
-  const auto layout = Layout::make(problem.n, problem.block, L);
-  REQUIRE(layout);
-  Factorization from(giver.node, problem, *layout), to(taker.node, problem, *layout);
-  REQUIRE_FALSE(giver.node.assume({0, L}));
+  Handover run({64, 16, true, 5, true});
+  auto [giver, taker, layout, from, to] = run.parts();
   from.start();
   // Some way into the run: every block of one process feeds the others without messages, one record per call.
   for (int i = 0; i < 40; ++i) from.run_ready(0ns);
@@ -566,14 +592,53 @@ TEST_CASE("lu: records leave with pack and arrive with unpack, with everything t
   takes_all_and_finishes_exactly(taker.node, to);
 }
 
+TEST_CASE("lu: with nodes of the start to wait for, nothing runs until they announce themselves, records handed "
+          "on before the run begins carry no data, and the run then finishes exactly") {
+  Handover run({64, 16, true, 14, true});
+  auto [giver, taker, layout, from, to] = run.parts();
+  from.start(1);
+  CHECK(from.waiting());
+  CHECK_FALSE(from.has_ready());
+  CHECK_FALSE(from.run_ready(10ms));
+  CHECK(from.stats().flops == 0);
+  CHECK_FALSE(giver.node.recv_for(any_tag, 50ms));  // and nothing was sent
+
+  // A node of the start takes its half: records only, no block generated yet; none of them goes there either.
+  const Interval upper{L / 2, L};
+  auto state = from.pack(upper);
+  REQUIRE(state);
+  CHECK(state->size() < layout->blocks() * 64);
+  REQUIRE(to.unpack(upper, *state));
+  CHECK_FALSE(to.waiting());  // it has no collector: only the first node waits
+  CHECK_FALSE(to.run_ready(10ms));
+  CHECK(to.stats().flops == 0);
+  state = to.pack(upper);  // and hands them back, untouched
+  REQUIRE(state);
+  const auto records = records_without_collector(*state, *layout);
+  CHECK(records.size() == layout->blocks() / 2);
+  for (const BlockRecord& rec : records) CHECK((rec.stage == Stage::begin && rec.data.empty()));
+  REQUIRE(from.unpack(upper, *state));
+  CHECK_FALSE(from.run_ready(10ms));
+
+  // The announcement (here from the node itself) begins the run: the clock starts, the first panel goes.
+  from.announce_present();
+  auto hello = giver.node.recv_for(any_tag, 5s);
+  REQUIRE(hello);
+  from.handle(*hello);
+  CHECK_FALSE(from.waiting());
+  CHECK(from.has_ready());
+  from.handle(*hello);  // once begun, another changes nothing
+  CHECK(from.stats().bad_messages == 0);
+  REQUIRE(run_until_done(giver.node, from));
+  REQUIRE(from.result());
+  CHECK(from.result()->passed);
+  CHECK(from.stats().bad_messages == 0);
+}
+
 TEST_CASE("lu: a final block keeps its data with its record until every block is final, so the state of virtual "
           "node 0 carries the count, not L and U") {
-  OneNode giver, taker;
-  const Problem problem{128, 32, true, 8, true};  // 4×4 blocks of 8 KiB
-  const auto layout = Layout::make(problem.n, problem.block, L);
-  REQUIRE(layout);
-  Factorization from(giver.node, problem, *layout), to(taker.node, problem, *layout);
-  REQUIRE_FALSE(giver.node.assume({0, L}));
+  Handover run({128, 32, true, 8, true});  // 4×4 blocks of 8 KiB
+  auto [giver, taker, layout, from, to] = run.parts();
   from.start();
   for (int i = 0; i < 200 && from.stats().blocks_finished < 6; ++i) from.run_ready(0ns);
   REQUIRE(from.stats().blocks_finished >= 6);
@@ -584,16 +649,8 @@ TEST_CASE("lu: a final block keeps its data with its record until every block is
   CHECK(first->size() < block_bytes + 2048);
   const auto rest = from.pack({1, L});
   REQUIRE(rest);
-  ByteReader r(*rest);
-  std::uint32_t version = 0;
-  std::uint8_t with_collector = 1;
-  REQUIRE(r.u32(version));
-  REQUIRE(r.u8(with_collector));
-  CHECK(with_collector == 0);
-  const auto records = read_records(r, 32, layout->blocks());
-  REQUIRE(records);
   int finals = 0;
-  for (const BlockRecord& rec : *records) {
+  for (const BlockRecord& rec : records_without_collector(*rest, *layout)) {
     if (!rec.final) continue;
     ++finals;
     CHECK(rec.data.size() == 32 * 32);
@@ -640,7 +697,9 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
   const Doubles block(16 * 16, 1.0);
 
   std::vector<Message> bad;
-  for (int t = 0; t <= 9; ++t) bad.emplace_back(diagonal, 1, tag + t, Bytes(junk, junk + 5));
+  for (int t = 0; t <= 10; ++t) bad.emplace_back(diagonal, 1, tag + t, Bytes(junk, junk + 5));
+  bad.emplace_back(0, 1, tag + 10, Bytes(junk, junk + 1));                     // a node's announcement with a body
+  bad.emplace_back(5, 1, tag + 10, Bytes{});                                    // ... not sent to 0
   bad.emplace_back(diagonal + 1, 1, tag, encode(Payload{0, 0, {}, block}));  // no block lives there
   bad.emplace_back(other, 1, tag, encode(Payload{0, 0, {}, block}));         // a panel for a non-diagonal block
   bad.emplace_back(diagonal, 1, tag, encode(Payload{0, 9, {}, block}));      // from block row 9 of 4

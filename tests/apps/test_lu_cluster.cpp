@@ -47,6 +47,22 @@ TEST_CASE("lu: three processes factor a matrix with partial pivoting, and the re
   CHECK(r.summary.migrations > 0);
 }
 
+TEST_CASE("lu: the first of three processes begins once the other two joined and took their records, and the "
+          "residual passes") {
+  launch::ClusterOptions o;
+  o.nodes = 3;
+  Problem problem{1024, 32, true, 15, true};
+  problem.initial_nodes = 3;
+  problem.begin_patience_s = 1000;  // beyond the run's timeout: a lost announcement fails the test
+  const Run r = run_lu(problem, o);
+  CHECK(r.summary.passed);
+  CHECK(r.outcome.joins == 2);
+  // Every block of the two joiners' intervals moved before any was final: half at the first join, a quarter at
+  // the second.
+  const std::uint64_t blocks = 32 * 32;
+  CHECK(r.summary.migrations >= blocks * 3 / 4);
+}
+
 TEST_CASE("lu: a node joins and the oldest leaves mid-run, blocks move with their state, the residual passes") {
   // 128² blocks of 16: some 5·10^5 messages between blocks, several seconds on two cores even without
   // sanitizers, so that the join and the leave happen well before the end.
