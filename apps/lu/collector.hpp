@@ -22,12 +22,18 @@ class Collector {
  public:
   Collector(const Problem& problem, const Layout& layout, std::int64_t start_ns);
 
-  // Counts a final block. False, and nothing changes, if f is not a final block of this run: an unknown block,
-  // one already in, data (it comes later, to gather), or pivots where there should be none (or bad ones).
+  // Counts a final block. False, and nothing changes, if f is not a final block of this run: the run has not
+  // begun, an unknown block, one already in, data (it comes later, to gather), or pivots where there should be
+  // none (or bad ones).
   bool add(FinalBlock f);
   bool complete() const { return blocks_.size() == layout_.blocks(); }
-  // The factorisation's beginning, if later than the collector's making.
-  void begin(std::int64_t now_ns) { start_ns_ = now_ns; }
+  // The factorisation's beginning (Factorization::begin): the clock starts. It moves with the collector, so
+  // that whoever holds virtual node 0 knows whether the run has begun.
+  void begin(std::int64_t now_ns) {
+    start_ns_ = now_ns;
+    begun_ = true;
+  }
+  bool begun() const { return begun_; }
   // Once complete: the factorisation's end.
   void stop(std::int64_t now_ns) { end_ns_ = now_ns; }
   bool stopped() const { return end_ns_ != 0; }
@@ -49,6 +55,7 @@ class Collector {
   Problem problem_;
   Layout layout_;
   std::int64_t start_ns_ = 0, end_ns_ = 0;
+  bool begun_ = false;
   std::map<std::uint64_t, Doubles> blocks_;  // counted blocks, with their data once gathered
   std::uint64_t with_data_ = 0;
   std::map<std::uint32_t, std::vector<std::uint32_t>> pivots_;  // by step

@@ -57,8 +57,7 @@ void Factorization::start(std::uint32_t others) {
 }
 
 void Factorization::begin() {
-  if (!collector_ || began_) return;
-  began_ = true;
+  if (!waiting()) return;
   present_.clear();
   collector_->begin(wall_clock_ns());
   // Block column 0, column-major indices [0, B): the blocks of the first panel.

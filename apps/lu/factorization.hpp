@@ -40,8 +40,9 @@ class Factorization {
  public:
   static constexpr int default_first_tag = 3000;  // tags first_tag .. first_tag + 10
   // Of pack's state (2: rows inputs column-major; 3: no interchanges left of the panel; 4: final data stays
-  // with the records until gathered; 5: the first panel's blocks wait for the start): unpack takes its own.
-  static constexpr std::uint32_t state_version = 5;
+  // with the records until gathered; 6: the first panel's blocks wait for the start, and the collector knows
+  // whether the run has begun): unpack takes its own.
+  static constexpr std::uint32_t state_version = 6;
 
   Factorization(Node& node, const Problem& problem, const Layout& layout, int first_tag = default_first_tag);
   Factorization(const Factorization&) = delete;
@@ -54,7 +55,9 @@ class Factorization {
   void start(std::uint32_t others = 0);
   // The clock starts and the first panel's blocks go (a multicast down block column 0). Once only.
   void begin();
-  bool waiting() const { return collector_ && !began_; }  // started, not begun
+  // Here is virtual node 0, and the run has not begun. (A node that took virtual node 0 before the run began
+  // waits for nobody: it begins with the next announcement, or when its run loop's patience runs out.)
+  bool waiting() const { return collector_ && !collector_->begun(); }
   // A node of the start that joined tells virtual node 0.
   void announce_present();
   // One received message (any tag: foreign ones are counted as bad).
@@ -153,7 +156,6 @@ class Factorization {
   // announced themselves (by resource name).
   std::uint32_t awaited_ = 0;
   std::set<vp_t> present_;
-  bool began_ = false;
   std::optional<Summary> result_;
   bool done_ = false;
   LuStats stats_;

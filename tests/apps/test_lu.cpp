@@ -442,6 +442,8 @@ TEST_CASE("lu: the collector counts final blocks once, then gathers their data o
   REQUIRE(layout);
   Collector c(problem, *layout, 0);
   const Doubles block(16 * 16, 0.5);
+  CHECK_FALSE(c.add(FinalBlock{1, 0, {}, {}}));     // before the run began
+  c.begin(0);
   CHECK_FALSE(c.add(FinalBlock{4, 0, {}, {}}));     // no such block
   CHECK_FALSE(c.add(FinalBlock{1, 0, {}, block}));  // data: it comes when gathered
   CHECK_FALSE(c.add(FinalBlock{1, 0, {16}, {}}));   // pivots off the diagonal
@@ -464,6 +466,7 @@ TEST_CASE("lu: the collector counts final blocks once, then gathers their data o
   };
   auto back = moved(c);
   REQUIRE(back);
+  CHECK(back->begun());
   CHECK(back->add(FinalBlock{2, 0, {}, {}}));
   CHECK_FALSE(back->add(FinalBlock{1, 0, {}, {}}));  // came with the state
   CHECK(back->add(FinalBlock{3, 0, pivots1, {}}));
@@ -485,17 +488,24 @@ TEST_CASE("lu: the collector counts final blocks once, then gathers their data o
   CHECK(s.seconds == doctest::Approx(5e-9));
   CHECK(s.migrations == 1);
 
+  const auto not_begun = moved(Collector(problem, *layout, 0));
+  REQUIRE(not_begun);
+  CHECK_FALSE(not_begun->begun());
   Collector half(problem, *layout, 0);
+
+  half.begin(0);
   REQUIRE(half.add(FinalBlock{1, 0, {}, {}}));
   half.stop(5);
   CHECK_FALSE(moved(half));  // an end with blocks missing is no collector's state
   Collector unstopped(problem, *layout, 0);
+  unstopped.begin(0);
   for (std::uint64_t b = 0; b < 4; ++b)
     REQUIRE(unstopped.add(FinalBlock{b, 0, b == 0 ? pivots : b == 3 ? pivots1 : std::vector<std::uint32_t>{}, {}}));
   CHECK_FALSE(moved(unstopped));  // nor every block counted and no end: it would never gather
 
   const Problem unchecked{32, 16, true, 1, false};
   Collector quiet(unchecked, *layout, 0);
+  quiet.begin(0);
   for (std::uint64_t b = 0; b < 4; ++b)
     REQUIRE(quiet.add(FinalBlock{b, 0, b == 0 ? pivots : b == 3 ? pivots1 : std::vector<std::uint32_t>{}, {}}));
   quiet.stop(5);
@@ -586,6 +596,7 @@ TEST_CASE("lu: records leave with pack and arrive with unpack, with everything t
   CHECK_FALSE(to.unpack(upper, *lower));  // records outside the interval they came with
   CHECK(to.unpack({0, L / 2}, *lower));
   CHECK(to.has_collector());
+  CHECK_FALSE(to.waiting());  // the run has begun: the collector says so where it goes
   CHECK(to.records() == layout->blocks());
   CHECK_FALSE(from.run_ready(1s));  // what waited there left with the records
 
