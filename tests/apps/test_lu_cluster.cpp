@@ -69,7 +69,9 @@ TEST_CASE("lu: a node joins and the oldest leaves mid-run, blocks move with thei
   launch::ClusterOptions o;
   o.nodes = 2;
   o.schedule = *launch::parse_schedule("join@0.5,leave@1.0");
-  const Problem problem{2048, 16, true, 12, true};
+  Problem problem{2048, 16, true, 12, true};
+  problem.initial_nodes = 2;  // the second node announces itself, and the run begins when it has joined
+  problem.begin_patience_s = 1000;
   const Run r = run_lu(problem, o);
   CHECK(r.outcome.joins == 2);  // the second initial node and the scheduled one
   CHECK(r.outcome.leaves == 1);
