@@ -16,7 +16,7 @@ Collector::Collector(const Problem& problem, const Layout& layout, std::int64_t 
     : problem_(problem), layout_(layout), start_ns_(start_ns) {}
 
 bool Collector::add(FinalBlock f) {
-  if (!begun_ || f.block >= layout_.blocks() || blocks_.contains(f.block)) return false;
+  if (f.block >= layout_.blocks() || blocks_.contains(f.block)) return false;
   const std::uint32_t row = layout_.row(f.block);
   const bool has_pivots = problem_.pivoting && row == layout_.col(f.block);
   if (!f.data.empty() || (has_pivots ? !layout_.valid_pivots(f.pivots, row) : !f.pivots.empty())) return false;
@@ -106,8 +106,6 @@ std::optional<Collector> Collector::read(ByteReader& r, const Problem& problem, 
   if (!r.u64(start) || !r.u64(end) || !r.u8(begun) || begun > 1 || !r.u64(migrations) || !r.u64(count) ||
       count > layout.blocks())
     return std::nullopt;
-  // No block is final before the run begins.
-  if (!begun && (count != 0 || end != 0)) return std::nullopt;
   Collector c(problem, layout, static_cast<std::int64_t>(start));
   c.begun_ = begun != 0;
   c.end_ns_ = static_cast<std::int64_t>(end);

@@ -22,9 +22,10 @@ class Collector {
  public:
   Collector(const Problem& problem, const Layout& layout, std::int64_t start_ns);
 
-  // Counts a final block. False, and nothing changes, if f is not a final block of this run: the run has not
-  // begun, an unknown block, one already in, data (it comes later, to gather), or pivots where there should be
-  // none (or bad ones).
+  // Counts a final block. False, and nothing changes, if f is not a final block of this run: an unknown block,
+  // one already in, data (it comes later, to gather), or pivots where there should be none (or bad ones). Also
+  // before the run begins: a forged start may have sent some blocks on early, and a final block refused would
+  // be lost.
   bool add(FinalBlock f);
   bool complete() const { return blocks_.size() == layout_.blocks(); }
   // The factorisation's beginning (Factorization::begin): the clock starts. It moves with the collector, so

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -61,7 +60,8 @@ void Factorization::begin() {
   present_.clear();
   collector_->begin(wall_clock_ns());
   // Block column 0, column-major indices [0, B): the blocks of the first panel.
-  multicast_payload(tag_start, IndexRange{0, layout_.per_side()}, layout_.by_column(), Payload{0, 0, {}, {}});
+  multicast_payload(tag_start, InputKind::start, IndexRange{0, layout_.per_side()}, layout_.by_column(),
+                    Payload{0, 0, {}, {}});
 }
 
 void Factorization::announce_present() { send_bytes(0, tag_present, {}); }
@@ -328,8 +328,8 @@ bool Factorization::advance_trailing(BlockRecord& r) {
     solve_unit_lower(l->data, r.data, layout_.nb());
     stats_.flops += solve_flops(layout_.nb());
     const std::uint64_t column = layout_.index(col, 0);  // column J, column-major
-    multicast_payload(tag_column, IndexRange{column + k + 1, column + layout_.per_side()}, layout_.by_column(),
-                      Payload{k, col, {}, r.data});
+    multicast_payload(tag_column, InputKind::column, IndexRange{column + k + 1, column + layout_.per_side()},
+                      layout_.by_column(), Payload{k, col, {}, r.data});
     finish(r, {});
     return false;
   }
@@ -367,7 +367,7 @@ void Factorization::factor(const BlockRecord& diagonal) {
   for (auto& p : pivots) p += k * nb;  // panel rows to matrix rows
   for (std::uint32_t row = k; row < side; ++row) {
     const std::uint64_t first = layout_.index(row, 0);
-    multicast_payload(tag_row, IndexRange{first + k, first + side}, layout_.by_row(),
+    multicast_payload(tag_row, InputKind::row, IndexRange{first + k, first + side}, layout_.by_row(),
                       Payload{k, row, pivots, copy_from_panel(panel, row - k, m, nb)});
   }
 }
@@ -478,7 +478,7 @@ void Factorization::finish(BlockRecord& r, std::vector<std::uint32_t> pivots) {
   r.inputs.clear();
   ++stats_.blocks_finished;
   if (!collector_) return send_bytes(0, tag_final, encode(f));
-  if (!collector_->add(std::move(f))) return reject("a repeated final block");
+  if (!collector_->add(std::move(f))) return reject("a final block the collector refused (repeated?)");
   counted();
 }
 
@@ -579,7 +579,8 @@ void Factorization::send_bytes(vp_t dest, Tag tag, Bytes body) {
 }
 
 // The blocks of this node get the payload itself; one multicast carries it to the others.
-void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, Payload p) {
+void Factorization::multicast_payload(Tag tag, InputKind kind, IndexRange range, const VnodeMap& map,
+                                      Payload p) {
   const auto split = split_by_owner(node_, range, map);
   if (!split) {
     ++stats_.send_errors;
@@ -595,75 +596,12 @@ void Factorization::multicast_payload(Tag tag, IndexRange range, const VnodeMap&
       lu_log()->error("multicasting to blocks [{}, {}) failed: {}", range.lo, range.hi, ec.message());
     }
   }
-  const InputKind kind = tag == tag_row ? InputKind::row : tag == tag_column ? InputKind::column : InputKind::start;
   deliver_to_runs(split->mine, kind, shared);
 }
 
 bool Factorization::assumes(vp_t v) const {
   const auto mine = node_.assumed();
   return std::any_of(mine.begin(), mine.end(), [v](const Interval& s) { return s.contains(v); });
-}
-
-// --- state that moves with virtual nodes --------------------------------------------------------------------
-
-// Every record whose virtual node is in s, and the collector if s holds virtual node 0.
-std::optional<Bytes> Factorization::pack(Interval s) {
-  ByteWriter w;
-  w.u32(state_version);
-  const bool collector_goes = collector_ && s.contains(0);
-  w.u8(collector_goes ? 1 : 0);
-  if (collector_goes) {
-    collector_->write(w);
-    collector_.reset();
-  }
-  std::vector<const BlockRecord*> leaving;
-  for (const auto& [b, r] : records_) {
-    if (s.contains(layout_.vnode(b))) leaving.push_back(&r);
-  }
-  write_records(w, leaving);
-  stats_.records_moved_out += leaving.size();
-  std::erase_if(records_, [&](const auto& entry) { return s.contains(layout_.vnode(entry.first)); });
-  return std::move(w).take();
-}
-
-// A record that is not final goes without data only when not started (its block is generated when first
-// needed) or a panel block whose data went to the diagonal (the factored block replaces it). Any other would
-// compute on the original matrix, or on nothing.
-bool Factorization::may_be_empty(const BlockRecord& r) const {
-  if (r.step == 0 && r.stage == Stage::begin) return true;
-  return layout_.col(r.index) == r.step && r.stage != Stage::begin;
-}
-
-// Checks everything before taking anything: a malformed state changes nothing.
-bool Factorization::unpack(Interval s, std::span<const std::byte> state) {
-  ByteReader r(state);
-  std::uint32_t version = 0;
-  std::uint8_t with_collector = 0;
-  if (!r.u32(version) || version != state_version || !r.u8(with_collector) || with_collector > 1) return false;
-  std::optional<Collector> collector;
-  if (with_collector) {
-    if (!s.contains(0) || collector_) return false;
-    collector = Collector::read(r, problem_, layout_);
-    if (!collector) return false;
-  }
-  auto arriving = read_records(r, layout_.nb(), layout_.blocks());
-  if (!arriving || !r.at_end()) return false;
-  std::set<std::uint64_t> seen;
-  for (const BlockRecord& rec : *arriving) {
-    if (rec.index >= layout_.blocks() || !s.contains(layout_.vnode(rec.index)) ||
-        records_.contains(rec.index) || !seen.insert(rec.index).second ||
-        (!rec.final && (rec.step >= layout_.per_side() || (rec.data.empty() && !may_be_empty(rec)))) ||
-        (rec.final && rec.data.empty() == problem_.check))  // final data is kept exactly when the run checks
-      return false;
-  }
-  if (collector) collector_ = std::move(collector);
-  for (BlockRecord& rec : *arriving) {
-    ++rec.migrations;
-    queue(rec);
-    records_.emplace(rec.index, std::move(rec));
-  }
-  stats_.records_moved_in += arriving->size();
-  return true;
 }
 
 }  // namespace phoenix::apps::lu

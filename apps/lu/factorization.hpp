@@ -40,7 +40,7 @@ class Factorization {
  public:
   static constexpr int default_first_tag = 3000;  // tags first_tag .. first_tag + 10
   // Of pack's state (2: rows inputs column-major; 3: no interchanges left of the panel; 4: final data stays
-  // with the records until gathered; 6: the first panel's blocks wait for the start, and the collector knows
+  // with the records until gathered; 5: the first panel's blocks wait for the start; 6: the collector knows
   // whether the run has begun): unpack takes its own.
   static constexpr std::uint32_t state_version = 6;
 
@@ -51,7 +51,8 @@ class Factorization {
   // On the first node, once it assumes all of [0, L): every block's record (no data yet: a block is generated
   // when first needed) and the collector. The run begins at once, or, with others > 0, once that many other
   // nodes announced themselves (announce_present) or begin() is called: the nodes of the start take their
-  // records before the clock starts, as pdgetrf's ranks have their part of the matrix before its clock.
+  // records before the clock starts, as pdgetrf's ranks are all there before its clock. (The blocks are still
+  // generated inside the clock, each when first needed; dgetrf and pdgetrf generate their matrices before.)
   void start(std::uint32_t others = 0);
   // The clock starts and the first panel's blocks go (a multicast down block column 0). Once only.
   void begin();
@@ -88,8 +89,8 @@ class Factorization {
   // start: the first panel's blocks may go (begin); present: a node of the start has joined (to virtual
   // node 0).
   enum Tag : int {
-    tag_panel = 0, tag_row, tag_left, tag_column, tag_rows, tag_final, tag_done, tag_gather, tag_data, tag_start,
-    tag_present
+    tag_panel = 0, tag_row, tag_left, tag_column, tag_rows, tag_final, tag_done, tag_gather, tag_data,
+    tag_start, tag_present
   };
 
   // messages in
@@ -131,7 +132,7 @@ class Factorization {
   // messages out: to a block of this node, the payload itself goes to the record's inputs
   void send(vp_t dest, Tag tag, Payload p);
   void send_bytes(vp_t dest, Tag tag, Bytes body);
-  void multicast_payload(Tag tag, IndexRange range, const VnodeMap& map, Payload p);
+  void multicast_payload(Tag tag, InputKind kind, IndexRange range, const VnodeMap& map, Payload p);
   BlockRecord* local_record(vp_t v);
   bool assumes(vp_t v) const;
   std::size_t max_payload_bytes() const;

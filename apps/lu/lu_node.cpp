@@ -108,7 +108,7 @@ int run_node(launch::NodeProcess& process, const Problem& problem) {
   // has data yet), so that the clock measures the factorisation on all of them, not the joins.
   const auto start = [&] {
     block_memory_reserve(std::size_t{problem.n} * (problem.n + 12 * problem.block) * sizeof(double));
-    lu.start(problem.initial_nodes - 1);
+    lu.start(std::max(1u, problem.initial_nodes) - 1);
   };
   // A node that joins takes half of one node's blocks, about half of an even share of the matrix: it maps and
   // touches that much, and half the first node's allowance for data in flight, before it asks, so that the

@@ -24,7 +24,8 @@ struct RunHooks {
   // every turn; a request is taken once (RunControl keeps the file while it retries).
   std::function<std::optional<std::string>()> suspend_to;
   // Optional: true while the node must neither leave nor suspend, because it holds something that is not part
-  // of its state (the run's result, on its way to being reported); the requests wait until it is false.
+  // of its state (the run's result, on its way to being reported; what it waits for before a run begins); the
+  // requests wait until it is false.
   std::function<bool()> keep_interval;
   std::function<void()> tick;                      // called about every tick_interval
   std::function<void(const std::string&)> remark;  // optional: a line for whoever started the process

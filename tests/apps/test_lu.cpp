@@ -442,7 +442,6 @@ TEST_CASE("lu: the collector counts final blocks once, then gathers their data o
   REQUIRE(layout);
   Collector c(problem, *layout, 0);
   const Doubles block(16 * 16, 0.5);
-  CHECK_FALSE(c.add(FinalBlock{1, 0, {}, {}}));     // before the run began
   c.begin(0);
   CHECK_FALSE(c.add(FinalBlock{4, 0, {}, {}}));     // no such block
   CHECK_FALSE(c.add(FinalBlock{1, 0, {}, block}));  // data: it comes when gathered
@@ -646,6 +645,37 @@ TEST_CASE("lu: with nodes of the start to wait for, nothing runs until they anno
   CHECK(from.stats().bad_messages == 0);
 }
 
+TEST_CASE("lu: repeated announcements from one node count once, and a forged start before the run begins sends "
+          "blocks on early but loses none") {
+  OneFactorization run({64, 16, true, 16, true});
+  Factorization& f = run.f;
+  REQUIRE_FALSE(run.one.node.assume({0, L}));
+  f.start(2);
+  const auto take_one = [&] {
+    auto m = run.one.node.recv_for(any_tag, 5s);
+    REQUIRE(m);
+    f.handle(*m);
+  };
+  f.announce_present();
+  f.announce_present();
+  take_one();
+  take_one();
+  CHECK(f.waiting());  // two announcements, one node: the other is still awaited
+
+  const int start_tag = Factorization::default_first_tag + 9;
+  REQUIRE_FALSE(multicast(run.one.node, start_tag, apps::IndexRange{0, run.layout.per_side()},
+                          run.layout.by_column(), encode(Payload{0, 0, {}, {}})));
+  take_one();
+  for (int i = 0; i < 400 && f.stats().blocks_finished < 2; ++i) f.run_ready(0ns);
+  CHECK(f.stats().blocks_finished >= 2);  // counted, though the run has not begun
+  CHECK(f.waiting());
+  f.begin();  // as when the first node's patience runs out: its own start is refused, as a repeated input
+  CHECK_FALSE(f.waiting());
+  REQUIRE(run_until_done(run.one.node, f));
+  REQUIRE(f.result());
+  CHECK(f.result()->passed);
+}
+
 TEST_CASE("lu: a final block keeps its data with its record until every block is final, so the state of virtual "
           "node 0 carries the count, not L and U") {
   Handover run({128, 32, true, 8, true});  // 4×4 blocks of 8 KiB
@@ -708,9 +738,9 @@ TEST_CASE("lu: malformed messages and state are counted and ignored, nothing cra
   const Doubles block(16 * 16, 1.0);
 
   std::vector<Message> bad;
-  for (int t = 0; t <= 10; ++t) bad.emplace_back(diagonal, 1, tag + t, Bytes(junk, junk + 5));
-  bad.emplace_back(0, 1, tag + 10, Bytes(junk, junk + 1));                     // a node's announcement with a body
-  bad.emplace_back(5, 1, tag + 10, Bytes{});                                    // ... not sent to 0
+  for (int t = 0; t <= 11; ++t) bad.emplace_back(diagonal, 1, tag + t, Bytes(junk, junk + 5));
+  bad.emplace_back(0, 1, tag + 10, Bytes(junk, junk + 1));  // a node's announcement with a body
+  bad.emplace_back(5, 1, tag + 10, Bytes{});                 // ... not sent to 0
   bad.emplace_back(diagonal + 1, 1, tag, encode(Payload{0, 0, {}, block}));  // no block lives there
   bad.emplace_back(other, 1, tag, encode(Payload{0, 0, {}, block}));         // a panel for a non-diagonal block
   bad.emplace_back(diagonal, 1, tag, encode(Payload{0, 9, {}, block}));      // from block row 9 of 4
