@@ -3,7 +3,8 @@
 #
 #   1. ping-pong latency (8 B) and bandwidth (1 MiB) between two processes of 1, 2 and 4 replicas each, over
 #      replicated message passing (volpex_send/recv) and the dataspace (put/get) — the Volpex papers' Fig. 3 —
-#      beside Open MPI over loopback TCP measured in the same invocation (bench/mpi_pingpong.c);
+#      beside Open MPI over loopback TCP (bench/mpi_pingpong.c) and phoenix's own one hop (phoenix_pingpong,
+#      the same method: bench/pingpong.cpp), both measured in the same invocation;
 #   2. the dataspace's read log copying each delivered object (--copy-logging) or sharing it (the default);
 #   3. each application with 1, 2 and 3 replicas of every process, beside its sequential run;
 #   4. the ring with a replica killed mid-run (phsh kill), beside the same run without the kill.
@@ -16,14 +17,21 @@
 # long; the column "per replica" divides that out: time(K) / (K · time(1)), 1.00 meaning that replication
 # costs nothing beyond the CPU its replicas use.
 #
-# Usage: bench/run_volpex.sh [BUILD_DIR]     (default build/release; QUICK=1 for a short smoke run)
+# Usage: bench/run_volpex.sh [BUILD_DIR]     (default build/release; QUICK=1 for a short smoke run;
+#                                            PARTS="pingpong logging apps kill" or any of them, default all)
 # Progress goes to stderr, the tables to stdout. Exits non-zero if any run failed or disagreed.
 set -euo pipefail
 
 build=${1:-build/release}
 quick=${QUICK:-0}
+parts=" ${PARTS:-pingpong logging apps kill} "
+for part in $parts; do
+  case $part in pingpong | logging | apps | kill) ;; *) echo "run_volpex: unknown part $part (PARTS)" >&2; exit 2 ;; esac
+done
+has_part() { [[ "$parts" == *" $1 "* ]]; }
 phsh="$build/phoenix/shell/phsh"
 mpi_bench="$build/bench/mpi_pingpong"
+phoenix_bench="$build/bench/phoenix_pingpong"
 for exe in "$phsh" "$build/apps/volpex/volpex_server" "$build/bench/volpex_pingpong"; do
   if [ ! -x "$exe" ]; then
     echo "run_volpex: $exe not found; build first" >&2
@@ -65,23 +73,35 @@ field() { result "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else printf "—" }'; }
 
 # --- 1. ping-pong ---------------------------------------------------------------------------------------------
-if [ "$quick" = 1 ]; then lat_reps=200 bw_reps=5 ks="2"; else lat_reps=2000 bw_reps=40 ks="1 2 4"; fi
-mpi_lat="—" mpi_bw="—"
-if [ -x "$mpi_bench" ]; then
-  echo "run_volpex: Open MPI anchor" >&2
-  if mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-    --mca pml ob1 --mca btl tcp,self "$mpi_bench" --reps 3 >"$out/mpi" 2>&1; then
-    mpi_lat=$(awk '$2 == "mpi" && $3 == "latency" && $4 == 8 { print $5 }' "$out/mpi")
-    mpi_bw=$(awk '$2 == "mpi" && $3 == "bandwidth" && $4 == 1048576 { print $5 }' "$out/mpi")
-  else
-    echo "run_volpex: the Open MPI anchor failed" >&2
-    tail -n 20 "$out/mpi" >&2
-    failed+=("mpi")
+if has_part pingpong; then
+if [ "$quick" = 1 ]; then lat_reps=200 bw_reps=5 ks="2" anchor_reps=1; else lat_reps=2000 bw_reps=40 ks="1 2 4" anchor_reps=3; fi
+# anchor NAME COMMAND...: runs an anchor ping-pong (RESULT <system> latency|bandwidth <size> <value> <unit>);
+# "—" for its figures if it fails.
+anchor() {
+  local name=$1
+  shift
+  echo "run_volpex: $name anchor" >&2
+  if ! "$@" >"$out/$name" 2>&1; then
+    echo "run_volpex: the $name anchor failed" >&2
+    tail -n 20 "$out/$name" >&2
+    failed+=("$name")
   fi
+}
+figure() { awk -v s="$2" -v t="$3" -v n="$4" '$1 == "RESULT" && $2 == s && $3 == t && $4 == n { print $5 }' "$out/$1"; }
+mpi_lat="—" mpi_bw="—" ph_lat="—" ph_bw="—"
+if [ -x "$mpi_bench" ]; then
+  anchor mpi mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+    --mca pml ob1 --mca btl tcp,self "$mpi_bench" --reps "$anchor_reps"
+  mpi_lat=$(figure mpi mpi latency 8) mpi_bw=$(figure mpi mpi bandwidth 1048576)
 fi
-echo "| transport | replicas | latency 8 B (µs) | ÷ Open MPI | bandwidth 1 MiB (MB/s) | ÷ Open MPI |"
-echo "| --- | --- | --- | --- | --- | --- |"
-echo "| Open MPI, TCP loopback | — | $mpi_lat | 1.00 | $mpi_bw | 1.00 |"
+if [ -x "$phoenix_bench" ]; then
+  anchor phoenix "$phoenix_bench" --hops 1 --reps "$anchor_reps" --test latency,bandwidth $([ "$quick" = 1 ] && echo --quick)
+  ph_lat=$(figure phoenix phoenix-1hop latency 8) ph_bw=$(figure phoenix phoenix-1hop bandwidth 1048576)
+fi
+echo "| transport | replicas | latency 8 B (µs) | ÷ Open MPI | ÷ phoenix 1 hop | bandwidth 1 MiB (MB/s) | ÷ Open MPI | ÷ phoenix 1 hop |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| Open MPI, TCP loopback | — | ${mpi_lat:-—} | 1.00 | $(ratio "${mpi_lat:-0}" "${ph_lat:-0}") | ${mpi_bw:-—} | 1.00 | $(ratio "${mpi_bw:-0}" "${ph_bw:-0}") |"
+echo "| phoenix ph_send/ph_recv, 1 hop | — | ${ph_lat:-—} | $(ratio "${ph_lat:-0}" "${mpi_lat:-0}") | 1.00 | ${ph_bw:-—} | $(ratio "${ph_bw:-0}" "${mpi_bw:-0}") | 1.00 |"
 for mode in mp ds; do
   for k in $ks; do
     phsh_run "$mode-8-$k" "spawn volpex_server --replicas $k; spawn -n 2 --replicas $k volpex_pingpong $mode 8 $lat_reps; wait"
@@ -89,15 +109,16 @@ for mode in mp ds; do
     lat=$(field "$mode-8-$k" latency_us)
     bw=$(field "$mode-1m-$k" mb_per_s)
     label=$([ $mode = mp ] && echo "volpex_send/recv" || echo "dataspace put/get")
-    echo "| $label | $k | ${lat:-—} | $(ratio "${lat:-0}" "$mpi_lat") | ${bw:-—} | $(ratio "${bw:-0}" "$mpi_bw") |"
+    echo "| $label | $k | ${lat:-—} | $(ratio "${lat:-0}" "${mpi_lat:-0}") | $(ratio "${lat:-0}" "${ph_lat:-0}") | ${bw:-—} | $(ratio "${bw:-0}" "${mpi_bw:-0}") | $(ratio "${bw:-0}" "${ph_bw:-0}") |"
   done
 done
 echo
 echo "VolpexMPI's public code, 2 ranks on loopback (../shared/ANCHORS.md, not run here): 213 / 541 µs at 8 B and 0.62 / 0.13 GB/s at 1 MiB with 1 / 2 replicas."
 echo
+fi
 
 # --- 2. read-log copying ----------------------------------------------------------------------------------------
-if [ "$quick" != 1 ]; then
+if has_part logging && [ "$quick" != 1 ]; then
   echo "| dataspace, 2 replicas, 1 MiB put/get | bandwidth (MB/s) |"
   echo "| --- | --- |"
   for logging in share copy; do
@@ -109,6 +130,7 @@ if [ "$quick" != 1 ]; then
 fi
 
 # --- 3. applications ------------------------------------------------------------------------------------------
+if has_part apps; then
 # name, processes, arguments (the sequential run takes the processes first where the app needs them)
 if [ "$quick" = 1 ]; then
   apps=("psrs 2 200000" "ring 2 2000 200")
@@ -145,8 +167,10 @@ for spec in "${apps[@]}"; do
   unset times
 done
 echo
+fi
 
 # --- 4. a killed replica ----------------------------------------------------------------------------------------
+if has_part kill; then
 # The kill comes after kill_after seconds by phsh's clock: the run must last well beyond it.
 if [ "$quick" = 1 ]; then ring_args="1000 1000" kill_after=0.5; else ring_args="20000 3000" kill_after=1; fi
 ring_ref=$("$build/apps/volpex/ring" --sequential 3 $ring_args | grep '^RESULT ')
@@ -166,6 +190,7 @@ echo "| --- | --- | --- |"
 echo "| no replica killed | $calm | 1.00 |"
 echo "| replica 1 of process 1 killed after $kill_after s | $killed | $(ratio "$killed" "$calm") |"
 echo
+fi
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) CPUs, ${cpu:-unknown CPU}, one run each; every replica on this one machine."
