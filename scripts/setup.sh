@@ -21,6 +21,7 @@ packages=(
   nftables                                           # the firewall of the network-namespace test (tests/netns/)
   spin                                               # model checking the migration protocol (spin-models/)
   gnuplot-nox                                        # scripts/figure6.sh draws the Figure-6 picture
+  dpkg-dev                                           # cpack -G DEB: the package's library dependencies
 )
 
 missing=()

@@ -4,7 +4,8 @@
 # benchmark smoke run. Each stage prints a header; the first failure stops the run with a non-zero exit.
 #
 #   scripts/test.sh            everything
-#   STAGES="release asan" scripts/test.sh     a subset (release asan tsan fuzz install)
+#   STAGES="release asan" scripts/test.sh     a subset (release asan tsan fuzz install; install also makes
+#                                              and tries the Debian package)
 #
 # On two cores the test phases leave much of the machine idle (multi-process tests wait on timers and
 # sockets), while the builds and the SPIN model checks keep both cores busy. So, with the release stage:
@@ -105,6 +106,14 @@ await() {
   [ "$(cat "$logs/$1.status")" = 0 ]
 }
 build_in_turn() { for s in "$@"; do logged "build-$s" build "$s"; done; }
+# installed_phsh_runs PREFIX: the shell installed under PREFIX runs an installed application by its name (from
+# PREFIX/libexec/phoenix), with nothing else on its search path.
+installed_phsh_runs() {
+  env -u PHSH_APP_PATH PATH=/usr/bin:/bin "$1/bin/phsh" --run-dir "$1/run" \
+    -c "spawn -n 2 bintree --depth 16; wait" | tee build/consumer/phsh.log
+  grep -q "result: leaves 65536" build/consumer/phsh.log
+  rm -rf "$1/run"
+}
 
 stage "setup"
 scripts/setup.sh
@@ -195,17 +204,45 @@ for s in $stages; do
       done
       ;;
     install)
-      stage "install, then use the package from outside: CMake find_package and a C program built with cc"
+      stage "install, then use it from outside: CMake find_package, a C program built with cc and pkg-config, phsh"
       prefix=$(mktemp -d)
       cmake --install build/release --prefix "$prefix" >/dev/null
       cmake -S tests/install -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
       cmake --build build/consumer
       export PHOENIX_LOG_LEVEL=error  # the consumers run without a cluster key: no warning about it here
       build/consumer/cxx_consumer
-      cc -std=c11 -Wall -Wextra -Werror tests/install/c_consumer.c -I"$prefix/include" -L"$prefix/lib" -lphoenix \
+      # shellcheck disable=SC2046  # pkg-config's words are separate arguments
+      cc -std=c11 -Wall -Wextra -Werror tests/install/c_consumer.c \
+        $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs phoenix) \
         -Wl,-rpath,"$prefix/lib" -o build/consumer/c_consumer
       build/consumer/c_consumer
+      installed_phsh_runs "$prefix"
+      test -f "$prefix/share/man/man1/phsh.1" && test -f "$prefix/share/man/man3/phoenix.3"
       rm -rf "$prefix"
+      stage "the Debian package (cpack -G DEB): its files, then installed and removed in a dpkg root of its own"
+      rm -f build/release/phoenix_*.deb
+      (cd build/release && cpack -G DEB >/dev/null)
+      deb=$(ls build/release/phoenix_*.deb)
+      dpkg-deb --info "$deb" | grep -E '^ (Package|Version|Depends):'
+      dpkg-deb --contents "$deb" >build/consumer/deb-contents.txt
+      for f in usr/bin/phsh usr/libexec/phoenix/lu usr/lib/pkgconfig/phoenix.pc usr/share/man/man1/phsh.1; do
+        grep -qE " \./$f\$" build/consumer/deb-contents.txt || { echo "the package has no /$f" >&2; exit 1; }
+      done
+      if [ "$(id -u)" = 0 ]; then  # the package's postinst runs ldconfig, which only root may
+        root=$(mktemp -d)
+        mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" && touch "$root/var/lib/dpkg/status"
+        # Its dependencies are this machine's, not the private root's: dpkg is told to go on without them.
+        dpkg --root="$root" --force-depends --force-script-chrootless -i "$deb" >build/consumer/dpkg.log 2>&1 ||
+          { cat build/consumer/dpkg.log >&2; exit 1; }
+        installed_phsh_runs "$root/usr"
+        dpkg --root="$root" --force-script-chrootless -r phoenix >>build/consumer/dpkg.log 2>&1 ||
+          { cat build/consumer/dpkg.log >&2; exit 1; }
+        left=$(find "$root" -path "$root/var" -prune -o -type f -print)
+        [ -z "$left" ] || { echo "dpkg -r left files behind: $left" >&2; exit 1; }
+        rm -rf "$root"
+      else
+        echo "(not root: the package's install and removal are not tried)"
+      fi
       ;;
   esac
 done

@@ -80,7 +80,10 @@ void Session::dispatch(const Command& c) {
 // --- starting, leaving, suspending, resuming, killing --------------------------------------------------------
 
 void Session::spawn(const Command& c) {
-  const auto program = resolve_app(c.app, std::getenv("PHSH_APP_PATH"), std::getenv("PATH"));
+  std::string app_path = std::getenv("PHSH_APP_PATH") ? std::getenv("PHSH_APP_PATH") : "";
+  if (const std::string installed = installed_apps_dir(); !installed.empty())
+    app_path += (app_path.empty() ? "" : ":") + installed;
+  const auto program = resolve_app(c.app, app_path.empty() ? nullptr : app_path.c_str(), std::getenv("PATH"));
   if (!program) throw CommandError("spawn: " + c.app + ": not found");
   const double timeout_s = c.timeout.value_or(default_timeout_s);
   bool first = overlay_is_empty();

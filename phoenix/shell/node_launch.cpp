@@ -47,6 +47,14 @@ std::optional<std::string> resolve_app(const std::string& app, const char* app_p
   return search(app, path);
 }
 
+std::string installed_apps_dir() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const auto dir = (self.parent_path() / PHOENIX_APPS_FROM_BIN).lexically_normal();
+  return std::filesystem::is_directory(dir, ec) ? dir.string() : "";
+}
+
 std::string through_gateway(const std::string& endpoint, const std::string& via) {
   if (via.empty() || endpoint.rfind("tcp://", 0) != 0) return endpoint;
   std::string gateway = via;

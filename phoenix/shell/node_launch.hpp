@@ -18,6 +18,11 @@ namespace phoenix::shell {
 // (PHSH_APP_PATH), then of `path` (PATH). Either may be null. nullopt if there is none.
 std::optional<std::string> resolve_app(const std::string& app, const char* app_path, const char* path);
 
+// Where an installed phsh finds phoenix's applications: the directory they are installed to, relative to
+// phsh's own (`cmake --install`: bin/phsh, libexec/phoenix/lu, ...), if it exists; "" if not (phsh run from
+// the build tree). Searched after PHSH_APP_PATH and before PATH.
+std::string installed_apps_dir();
+
 // `endpoint` as a node reaches it through `via` (ssh://[USER@]GATEWAY[:PORT]): tcp://H:P becomes
 // ssh://[USER@]GATEWAY[:PORT]/H:P. Other schemes, and any endpoint when `via` is empty, stay as they are.
 std::string through_gateway(const std::string& endpoint, const std::string& via);
