@@ -106,10 +106,18 @@ await() {
   [ "$(cat "$logs/$1.status")" = 0 ]
 }
 build_in_turn() { for s in "$@"; do logged "build-$s" build "$s"; done; }
+# dpkg_in ROOT ARGS...: dpkg on the package database and files under ROOT, its output in build/consumer/dpkg.log
+# (shown if it fails).
+dpkg_in() {
+  local dir=$1
+  shift
+  dpkg --root="$dir" --log="$dir/var/log/dpkg.log" "$@" >>build/consumer/dpkg.log 2>&1 ||
+    { cat build/consumer/dpkg.log >&2; exit 1; }
+}
 # installed_phsh_runs PREFIX: the shell installed under PREFIX runs an installed application by its name (from
 # PREFIX/libexec/phoenix), with nothing else on its search path.
 installed_phsh_runs() {
-  env -u PHSH_APP_PATH PATH=/usr/bin:/bin "$1/bin/phsh" --run-dir "$1/run" \
+  env -u PHSH_APP_PATH -u LD_LIBRARY_PATH PATH=/usr/bin:/bin "$1/bin/phsh" --run-dir "$1/run" \
     -c "spawn -n 2 bintree --depth 16; wait" | tee build/consumer/phsh.log
   grep -q "result: leaves 65536" build/consumer/phsh.log
   rm -rf "$1/run"
@@ -204,8 +212,9 @@ for s in $stages; do
       done
       ;;
     install)
-      stage "install, then use it from outside: CMake find_package, a C program built with cc and pkg-config, phsh"
-      prefix=$(mktemp -d)
+      stage "install, then use it from outside: find_package, a C program built with cc and pkg-config, phsh"
+      prefix=$root/build/consumer/prefix
+      rm -rf "$prefix"
       cmake --install build/release --prefix "$prefix" >/dev/null
       cmake -S tests/install -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
       cmake --build build/consumer
@@ -228,18 +237,21 @@ for s in $stages; do
       for f in usr/bin/phsh usr/libexec/phoenix/lu usr/lib/pkgconfig/phoenix.pc usr/share/man/man1/phsh.1; do
         grep -qE " \./$f\$" build/consumer/deb-contents.txt || { echo "the package has no /$f" >&2; exit 1; }
       done
-      if [ "$(id -u)" = 0 ]; then  # the package's postinst runs ldconfig, which only root may
-        root=$(mktemp -d)
-        mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" && touch "$root/var/lib/dpkg/status"
-        # Its dependencies are this machine's, not the private root's: dpkg is told to go on without them.
-        dpkg --root="$root" --force-depends --force-script-chrootless -i "$deb" >build/consumer/dpkg.log 2>&1 ||
-          { cat build/consumer/dpkg.log >&2; exit 1; }
-        installed_phsh_runs "$root/usr"
-        dpkg --root="$root" --force-script-chrootless -r phoenix >>build/consumer/dpkg.log 2>&1 ||
-          { cat build/consumer/dpkg.log >&2; exit 1; }
-        left=$(find "$root" -path "$root/var" -prune -o -type f -print)
-        [ -z "$left" ] || { echo "dpkg -r left files behind: $left" >&2; exit 1; }
-        rm -rf "$root"
+      if [ "$(id -u)" = 0 ]; then  # dpkg, even in a root of its own, runs as root only
+        dpkg_root=$root/build/consumer/dpkg-root
+        rm -rf "$dpkg_root"
+        mkdir -p "$dpkg_root/var/lib/dpkg/info" "$dpkg_root/var/lib/dpkg/updates" "$dpkg_root/var/log"
+        touch "$dpkg_root/var/lib/dpkg/status"
+        rm -f build/consumer/dpkg.log
+        # Its dependencies are this machine's, not the private root's: dpkg is told to go on without them. Its
+        # maintainer scripts do nothing (the ldconfig trigger does their work), and run outside the root, which
+        # has no shell.
+        dpkg_in "$dpkg_root" --force-depends --force-script-chrootless -i "$deb"
+        installed_phsh_runs "$dpkg_root/usr"
+        dpkg_in "$dpkg_root" --force-script-chrootless -P phoenix
+        left=$(find "$dpkg_root" -path "$dpkg_root/var" -prune -o -type f -print)
+        [ -z "$left" ] || { echo "dpkg -P left files behind: $left" >&2; exit 1; }
+        rm -rf "$dpkg_root" build/release/_CPack_Packages
       else
         echo "(not root: the package's install and removal are not tried)"
       fi

@@ -19,8 +19,8 @@ namespace phoenix::shell {
 std::optional<std::string> resolve_app(const std::string& app, const char* app_path, const char* path);
 
 // Where an installed phsh finds phoenix's applications: the directory they are installed to, relative to
-// phsh's own (`cmake --install`: bin/phsh, libexec/phoenix/lu, ...), if it exists; "" if not (phsh run from
-// the build tree). Searched after PHSH_APP_PATH and before PATH.
+// phsh's own (`cmake --install`: bin/phsh, libexec/phoenix/lu, ...), if it exists and only its owner may
+// write to it; "" if not (phsh run from the build tree). Searched after PHSH_APP_PATH and before PATH.
 std::string installed_apps_dir();
 
 // `endpoint` as a node reaches it through `via` (ssh://[USER@]GATEWAY[:PORT]): tcp://H:P becomes
