@@ -218,8 +218,12 @@ void check_clean(const spec& s, const outcome& o) {
     CHECK(dup == 0);
     CHECK(ooo == 0);
     CHECK(mis == 0);
-    // The cuts really happened while messages flowed: the middle node saw its links break.
-    if (s.cuts != cut::none && static_cast<int>(node) == middle(s)) CHECK(lost >= 3);
+    // The cuts really happened while messages flowed: the middle node saw its links break. From inside, the
+    // node cuts its own links. From outside, `ss -K` runs every 120 ms until every node is done, and may find
+    // the link reconnecting (nothing to kill) or come after the middle node reported (seen once: 3 runs, 3
+    // "link down" lines, the last after the report, which counted 2).
+    if (s.cuts == cut::inside && static_cast<int>(node) == middle(s)) CHECK(lost >= 3);
+    if (s.cuts == cut::outside && static_cast<int>(node) == middle(s)) CHECK(lost >= 1);
     // Where nothing was cut, no link broke: a link failing over and over (a protocol error, a wrong ack) would
     // still deliver everything, by resending, and only this shows it.
     if (s.cuts == cut::none) CHECK(lost == 0);
