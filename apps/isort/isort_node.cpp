@@ -1,6 +1,5 @@
 // apps/isort/isort_node.cpp — the node process of a parallel integer sort under the launcher (isort.hpp) or
 // started by the shell (phoenix/launch/spawned_node.hpp).
-
 #include <phoenix/node.hpp>
 
 #include "phoenix/launch/process_memory.hpp"

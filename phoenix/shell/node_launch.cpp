@@ -54,8 +54,9 @@ std::string installed_apps_dir() {
   const auto dir = (self.parent_path() / PHOENIX_APPS_FROM_BIN).lexically_normal();
   // Not a directory others may write to (a phsh copied to /tmp/x/ would search /tmp/libexec/phoenix).
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return "";
-  return dir.string();
+  const bool ours =
+      ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+  return ours ? dir.string() : "";
 }
 
 std::string through_gateway(const std::string& endpoint, const std::string& via) {
